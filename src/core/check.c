@@ -1,0 +1,151 @@
+/* Generic argument checks: descriptors, extents, residency, overlap. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/check.h"
+
+ingot_status ingot_core_begin(struct ingot_context *ctx, const char *op,
+                              struct CUstream_st *stream) {
+  if (ctx == NULL) {
+    ingot_core_clear_error(NULL);
+    return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op, "ctx: NULL");
+  }
+  ingot_core_clear_error(ctx);
+  if (ctx->backend == INGOT_BACKEND_CPU && stream != NULL)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "stream: %p given to a CPU context (must be NULL)", (void *)stream);
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_mul(struct ingot_context *ctx, const char *op, const char *name,
+                            int64_t a, int64_t b, int64_t *out) {
+  if (__builtin_mul_overflow(a, b, out))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: %" PRId64 " * %" PRId64 " overflows int64", name, a, b);
+  return INGOT_STATUS_SUCCESS;
+}
+
+static ingot_status check_residency(struct ingot_context *ctx, const char *op, const char *name,
+                                    const void *data) {
+#ifdef INGOT_WITH_CUDA
+  if (ctx->backend == INGOT_BACKEND_CPU) {
+    if (ctx->detect_device_pointers && ingot_cuda_memory_kind(data) == INGOT_MEMORY_DEVICE)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "%s: %p is CUDA device memory; a CPU context needs host memory",
+                             name, data);
+  } else if (ctx->backend == INGOT_BACKEND_CUDA && !ctx->pageable_memory_access) {
+    if (ingot_cuda_memory_kind(data) == INGOT_MEMORY_HOST_PAGEABLE)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "%s: %p is pageable host memory the GPU cannot read; use device "
+                             "memory or pinned host memory (cudaHostAlloc/cudaHostRegister)",
+                             name, data);
+  }
+#else
+  (void)ctx, (void)op, (void)name, (void)data;
+#endif
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_check_tensor(struct ingot_context *ctx, const char *op,
+                                     const ingot_tensor *t, const ingot_tensor_rule *rule,
+                                     ingot_span *span) {
+  const char *name = rule->name;
+  if (t == NULL)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "%s: NULL descriptor", name);
+  if (t->ndim != rule->ndim)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: ndim = %d, expected %d", name, (int)t->ndim, (int)rule->ndim);
+  if ((int)t->dtype <= 0 || t->dtype >= INGOT_DTYPE_COUNT ||
+      !(rule->dtypes & INGOT_DTYPE_BIT(t->dtype))) {
+    char allowed[128];
+    size_t used = 0;
+    allowed[0] = '\0';
+    for (int d = 1; d < INGOT_DTYPE_COUNT && used < sizeof allowed; d++) {
+      if (!(rule->dtypes & INGOT_DTYPE_BIT(d))) continue;
+      int n = snprintf(allowed + used, sizeof allowed - used, "%s%s", used ? ", " : "",
+                       ingot_dtype_name((ingot_dtype)d));
+      if (n < 0) break;
+      used += (size_t)n;
+    }
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: dtype %s (%d), expected one of: %s", name,
+                           ingot_dtype_name(t->dtype), (int)t->dtype, allowed);
+  }
+  int64_t last_extent = 0; /* elements spanned by dims after the current one */
+  int empty = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "%s: shape[%d] = %" PRId64 " < 0", name, i, t->shape[i]);
+    if (t->stride[i] < 0)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "%s: stride[%d] = %" PRId64 " < 0 (negative strides unsupported)",
+                             name, i, t->stride[i]);
+    if (t->shape[i] == 0) empty = 1;
+  }
+  /* Last dimension contiguous; each outer dimension steps over the whole
+   * inner block, so no two elements share an address. */
+  int last = t->ndim - 1;
+  if (!empty && t->shape[last] > 1 && t->stride[last] != 1)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: stride[%d] = %" PRId64 ", the last dimension must be contiguous",
+                           name, last, t->stride[last]);
+  int64_t extent = 1; /* elements from the first to one past the last */
+  if (!empty) {
+    last_extent = t->shape[last];
+    extent = last_extent;
+    for (int i = last - 1; i >= 0; i--) {
+      if (t->shape[i] > 1 && t->stride[i] < last_extent)
+        return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                               "%s: stride[%d] = %" PRId64 " < %" PRId64
+                               " (rows would overlap)",
+                               name, i, t->stride[i], last_extent);
+      int64_t step;
+      if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &step) ||
+          __builtin_add_overflow(extent, step, &extent))
+        return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                               "%s: shape x stride overflows int64", name);
+      last_extent = extent;
+    }
+  }
+  int64_t bytes = 0;
+  if (!empty && __builtin_mul_overflow(extent, (int64_t)ingot_dtype_size(t->dtype), &bytes))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: %" PRId64 " elements of %s overflow int64 bytes", name, extent,
+                           ingot_dtype_name(t->dtype));
+  if (!empty && t->data == NULL)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: data is NULL for a non-empty tensor", name);
+  if (!empty && (uintptr_t)t->data > UINTPTR_MAX - (uintptr_t)bytes)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: data + extent wraps the address space", name);
+  if (!empty) {
+    ingot_status st = check_residency(ctx, op, name, t->data);
+    if (st) return st;
+  }
+  if (span) {
+    span->begin = (uintptr_t)t->data;
+    span->end = empty ? span->begin : span->begin + (uintptr_t)bytes;
+  }
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_check_dim(struct ingot_context *ctx, const char *op, const char *name,
+                                  const ingot_tensor *t, int dim, int64_t expected,
+                                  const char *what) {
+  if (t->shape[dim] != expected)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: shape[%d] = %" PRId64 ", expected %s = %" PRId64, name, dim,
+                           t->shape[dim], what, expected);
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op,
+                                       const char *out_name, ingot_span out,
+                                       const char *in_name, ingot_span in) {
+  if (out.begin < out.end && in.begin < in.end && out.begin < in.end && in.begin < out.end)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: overlaps %s (outputs must not alias inputs)", out_name, in_name);
+  return INGOT_STATUS_SUCCESS;
+}

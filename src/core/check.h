@@ -1,0 +1,52 @@
+/*
+ * Argument checks shared by every op (core only). Each check records a text
+ * "<op>: <argument>: <what is wrong>" in the context and returns its status;
+ * callers return the first failure unchanged.
+ */
+#ifndef INGOT_CORE_CHECK_H
+#define INGOT_CORE_CHECK_H
+
+#include "core/internal.h"
+
+/* Dtype sets for ingot_core_check_tensor. */
+#define INGOT_DTYPE_BIT(d) (1u << (unsigned)(d))
+
+typedef struct ingot_tensor_rule {
+  const char *name;       /* argument name used in error texts */
+  int32_t ndim;           /* required number of dimensions */
+  uint32_t dtypes;        /* OR of INGOT_DTYPE_BIT(...) allowed */
+  int writable;           /* the op writes it (affects residency messages only) */
+} ingot_tensor_rule;
+
+/* The extent of a checked tensor, in bytes, for overlap tests. */
+typedef struct ingot_span {
+  uintptr_t begin, end; /* [begin, end); begin == end for an empty tensor */
+} ingot_span;
+
+/* Context present, error text cleared, stream allowed for the backend. */
+ingot_status ingot_core_begin(struct ingot_context *ctx, const char *op,
+                              struct CUstream_st *stream);
+
+/* Structural checks: non-NULL descriptor, ndim, dtype, shapes >= 0,
+ * strides >= 0, contiguous last dimension, rows not overlapping each other,
+ * byte extent without overflow, data non-NULL when non-empty, and memory the
+ * context's backend can reach (where detectable). */
+ingot_status ingot_core_check_tensor(struct ingot_context *ctx, const char *op,
+                                     const ingot_tensor *t, const ingot_tensor_rule *rule,
+                                     ingot_span *span);
+
+/* shape[dim] == expected, else "<name>: shape[dim] = x, expected <what> = e". */
+ingot_status ingot_core_check_dim(struct ingot_context *ctx, const char *op, const char *name,
+                                  const ingot_tensor *t, int dim, int64_t expected,
+                                  const char *what);
+
+/* An output must not share bytes with an input. */
+ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op,
+                                       const char *out_name, ingot_span out,
+                                       const char *in_name, ingot_span in);
+
+/* a * b into *out, failing with "<name>: a * b overflows". */
+ingot_status ingot_core_mul(struct ingot_context *ctx, const char *op, const char *name,
+                            int64_t a, int64_t b, int64_t *out);
+
+#endif /* INGOT_CORE_CHECK_H */

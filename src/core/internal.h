@@ -1,0 +1,138 @@
+/*
+ * Internal interface between src/core (validation, dispatch) and the backends
+ * (src/cpu, src/cuda). Not installed.
+ *
+ * A public op validates every argument in core, fills one of the plain
+ * argument structs below (raw pointers, sizes, element strides), and calls
+ * the context's backend through its op table. Backends never re-validate
+ * what core checked; they may only reject what is specific to them.
+ */
+#ifndef INGOT_CORE_INTERNAL_H
+#define INGOT_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingot/ingot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INGOT_ERROR_TEXT_BYTES 512
+
+struct ingot_backend_ops;
+
+struct ingot_context {
+  ingot_backend backend;
+  int device;
+  uint32_t flags; /* INGOT_CONTEXT_FLAG_* */
+  /* CUDA device properties, cached at creation (0 on the CPU). */
+  int sm_count;
+  int cc_major, cc_minor;
+  int pageable_memory_access; /* device can read plain host memory (HMM/ATS) */
+  int detect_device_pointers; /* CPU context in a CUDA build with a GPU present */
+  uint32_t *device_errors;    /* CUDA: one device word of INGOT_DEVICE_ERROR_* bits */
+  const struct ingot_backend_ops *ops;
+  char last_error[INGOT_ERROR_TEXT_BYTES];
+};
+
+/* Bits a kernel sets in ctx->device_errors when it finds an input invalid. */
+enum {
+  INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS = 1u << 0,
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Records "<op>: <formatted text>" as the last error of ctx (thread-local
+ * when ctx is NULL) and returns status. */
+ingot_status ingot_core_fail(struct ingot_context *ctx, ingot_status status, const char *op,
+                             const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+void ingot_core_clear_error(struct ingot_context *ctx);
+
+/* ---- n-gram argument bundles ------------------------------------------- */
+
+typedef struct ingot_ngram_batch {
+  const void *ids;          /* [T] */
+  ingot_dtype ids_dtype;    /* I32 or I64; the context has the same dtype */
+  int64_t num_tokens;       /* T */
+  const void *cu_seqlens;   /* [B + 1] */
+  ingot_dtype cu_dtype;     /* I32 or I64 */
+  int64_t num_requests;     /* B */
+  void *context;            /* [B, n-1] */
+  int64_t context_stride;   /* elements between context rows */
+} ingot_ngram_batch;
+
+typedef struct ingot_ngram_table {
+  const void *data;         /* [R, D] */
+  ingot_dtype dtype;        /* F8_E4M3, BF16 or F32 */
+  int64_t num_rows;         /* R */
+  int64_t dim;              /* D */
+  int64_t stride;           /* elements between table rows */
+  float scale;
+} ingot_ngram_table;
+
+typedef struct ingot_ngram_rows {
+  int64_t *data;            /* [T, H] */
+  int64_t stride;
+} ingot_ngram_rows;
+
+typedef struct ingot_bf16_matrix {
+  uint16_t *data;           /* [T, H*D] bf16 bits */
+  int64_t stride;
+} ingot_bf16_matrix;
+
+/* ---- backend op table ---------------------------------------------------- */
+
+typedef struct ingot_backend_ops {
+  const char *name;
+  /* Fills device properties / allocates per-context resources. */
+  ingot_status (*context_init)(struct ingot_context *ctx);
+  void (*context_fini)(struct ingot_context *ctx);
+  ingot_status (*check_device_errors)(struct ingot_context *ctx, struct CUstream_st *stream);
+
+  ingot_status (*ngram_row_ids)(struct ingot_context *ctx, const ingot_ngram_config *cfg,
+                                const ingot_ngram_batch *batch, ingot_ngram_rows rows,
+                                struct CUstream_st *stream);
+  ingot_status (*ngram_commit_context)(struct ingot_context *ctx,
+                                       const ingot_ngram_config *cfg,
+                                       const ingot_ngram_batch *batch,
+                                       struct CUstream_st *stream);
+  /* rows [T, H] -> out [T, H*D] */
+  ingot_status (*ngram_gather)(struct ingot_context *ctx, const int64_t *rows,
+                               int64_t rows_stride, int64_t num_tokens, int64_t num_heads,
+                               const ingot_ngram_table *table, ingot_bf16_matrix out,
+                               struct CUstream_st *stream);
+  ingot_status (*ngram_embed)(struct ingot_context *ctx, const ingot_ngram_config *cfg,
+                              const ingot_ngram_batch *batch, const ingot_ngram_table *table,
+                              ingot_bf16_matrix out, struct CUstream_st *stream);
+} ingot_backend_ops;
+
+extern const ingot_backend_ops ingot_cpu_backend_ops;
+#ifdef INGOT_WITH_CUDA
+extern const ingot_backend_ops ingot_cuda_backend_ops;
+
+/* Where a pointer lives, as far as the CUDA runtime can tell (no sync). */
+typedef enum ingot_memory_kind {
+  INGOT_MEMORY_HOST_PAGEABLE = 0, /* unknown to CUDA: plain malloc / stack */
+  INGOT_MEMORY_HOST_PINNED = 1,   /* cudaHostAlloc / cudaHostRegister: device-readable */
+  INGOT_MEMORY_DEVICE = 2,
+  INGOT_MEMORY_MANAGED = 3,
+} ingot_memory_kind;
+ingot_memory_kind ingot_cuda_memory_kind(const void *ptr);
+int ingot_cuda_device_count(void);
+#endif
+
+/* 1 if the environment asks for reference kernels (INGOT_FORCE_REFERENCE). */
+int ingot_core_force_reference_requested(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INGOT_CORE_INTERNAL_H */

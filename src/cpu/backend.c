@@ -1,0 +1,23 @@
+/* The CPU backend's op table. */
+#include "cpu/cpu.h"
+
+static ingot_status cpu_context_init(struct ingot_context *ctx) {
+#ifdef INGOT_WITH_CUDA
+  /* Lets core reject CUDA device pointers given to a CPU context. */
+  ctx->detect_device_pointers = ingot_cuda_device_count() > 0;
+#else
+  (void)ctx;
+#endif
+  return INGOT_STATUS_SUCCESS;
+}
+
+const ingot_backend_ops ingot_cpu_backend_ops = {
+    /* .name                 = */ "cpu",
+    /* .context_init         = */ cpu_context_init,
+    /* .context_fini         = */ NULL,
+    /* .check_device_errors  = */ NULL,
+    /* .ngram_row_ids        = */ ingot_cpu_ngram_row_ids,
+    /* .ngram_commit_context = */ ingot_cpu_ngram_commit_context,
+    /* .ngram_gather         = */ ingot_cpu_ngram_gather,
+    /* .ngram_embed          = */ ingot_cpu_ngram_embed,
+};

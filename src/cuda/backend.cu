@@ -1,0 +1,100 @@
+/*
+ * The CUDA backend: context set-up (device properties, the device error
+ * word), pointer residency queries for core, and the op table.
+ */
+#include <cstdio>
+
+#include "cuda/common.cuh"
+#include "cuda/cuda.cuh"
+
+extern "C" int ingot_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError(); /* clear: no driver / no device is not an error here */
+    return 0;
+  }
+  return n;
+}
+
+extern "C" ingot_memory_kind ingot_cuda_memory_kind(const void *ptr) {
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return INGOT_MEMORY_HOST_PAGEABLE;
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeHost: return INGOT_MEMORY_HOST_PINNED;
+    case cudaMemoryTypeDevice: return INGOT_MEMORY_DEVICE;
+    case cudaMemoryTypeManaged: return INGOT_MEMORY_MANAGED;
+    default: return INGOT_MEMORY_HOST_PAGEABLE;
+  }
+}
+
+static ingot_status cuda_context_init(struct ingot_context *ctx) {
+  static const char op[] = "ingot_context_create";
+  int count = ingot_cuda_device_count();
+  if (ctx->device >= count)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "device: %d, but %d CUDA device(s) are visible", ctx->device, count);
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  cudaDeviceProp prop;
+  INGOT_CUDA_TRY(ctx, op, cudaGetDeviceProperties(&prop, ctx->device));
+  if (prop.major < 8)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "device: %d is %s, compute capability %d.%d; ingot needs 8.0 or newer",
+                           ctx->device, prop.name, prop.major, prop.minor);
+  ctx->sm_count = prop.multiProcessorCount;
+  ctx->cc_major = prop.major;
+  ctx->cc_minor = prop.minor;
+  int pageable = 0;
+  INGOT_CUDA_TRY(ctx, op,
+                 cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ctx->device));
+  ctx->pageable_memory_access = pageable;
+  void *word = nullptr;
+  INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, sizeof(uint32_t)));
+  ctx->device_errors = static_cast<uint32_t *>(word);
+  cudaError_t e = cudaMemset(word, 0, sizeof(uint32_t));
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    cudaFree(word);
+    ctx->device_errors = nullptr;
+    return ingot_core_fail(ctx, INGOT_STATUS_CUDA_ERROR, op, "clearing the error word: %s",
+                           cudaGetErrorString(e));
+  }
+  return INGOT_STATUS_SUCCESS;
+}
+
+static void cuda_context_fini(struct ingot_context *ctx) {
+  ingot_device_guard guard;
+  if (guard.enter(ctx->device) == cudaSuccess && ctx->device_errors) cudaFree(ctx->device_errors);
+}
+
+static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStream_t stream) {
+  static const char op[] = "ingot_context_check_device_errors";
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  uint32_t bits = 0;
+  INGOT_CUDA_TRY(ctx, op, cudaMemcpyAsync(&bits, ctx->device_errors, sizeof bits,
+                                          cudaMemcpyDeviceToHost, stream));
+  INGOT_CUDA_TRY(ctx, op, cudaStreamSynchronize(stream));
+  if (bits == 0) return INGOT_STATUS_SUCCESS;
+  INGOT_CUDA_TRY(ctx, op, cudaMemsetAsync(ctx->device_errors, 0, sizeof bits, stream));
+  INGOT_CUDA_TRY(ctx, op, cudaStreamSynchronize(stream));
+  if (bits & INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, "ingot_ngram",
+                           "cu_seqlens: not 0 = cu[0] <= ... <= cu[B] = T (found on the device; "
+                           "that call wrote nothing)");
+  return ingot_core_fail(ctx, INGOT_STATUS_INTERNAL, op, "unknown device error bits 0x%x", bits);
+}
+
+const ingot_backend_ops ingot_cuda_backend_ops = {
+    /* .name                 = */ "cuda",
+    /* .context_init         = */ cuda_context_init,
+    /* .context_fini         = */ cuda_context_fini,
+    /* .check_device_errors  = */ cuda_check_device_errors,
+    /* .ngram_row_ids        = */ ingot_cuda_ngram_row_ids,
+    /* .ngram_commit_context = */ ingot_cuda_ngram_commit_context,
+    /* .ngram_gather         = */ ingot_cuda_ngram_gather,
+    /* .ngram_embed          = */ ingot_cuda_ngram_embed,
+};

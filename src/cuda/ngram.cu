@@ -1,0 +1,495 @@
+/*
+ * Hashed n-gram embeddings on CUDA (spec/ple.md).
+ *
+ * Kernels
+ *   ngram_row_ids_kernel   one thread per (token, head): finds the token's
+ *                          request by binary search in cu_seqlens (no host
+ *                          index), walks n-1 tokens back, hashes, reduces.
+ *   ngram_commit_kernel    one thread per request: rolls its context.
+ *   ngram_gather_kernel    a block per tile of kTileRows (token, head) rows:
+ *                          phase 1 gets the tile's row ids into shared memory
+ *                          (loaded, or computed as above for the fused embed
+ *                          op), phase 2 copies the rows with 16-byte loads,
+ *                          converting to bf16 on the way.
+ *   ngram_ref_*_kernel     INGOT_FORCE_REFERENCE: one thread per token /
+ *                          request / row running common/ngram_ref.h, the very
+ *                          code the CPU backend runs.
+ *
+ * Every kernel that reads cu_seqlens first checks the whole array in each
+ * block (0 = cu[0] <= ... <= cu[B] = T); all blocks reach the same verdict,
+ * so an invalid batch writes nothing and sets a bit in the context's device
+ * error word. Grids are capped and loop over their items so that this check
+ * costs O(B) per block for a bounded number of blocks.
+ *
+ * All arithmetic is integer or a single fp32 multiply (built without fmad
+ * contraction or flush-to-zero): results are byte-identical to the CPU.
+ */
+#include <type_traits>
+
+#include "common/ngram_ref.h"
+#include "cuda/common.cuh"
+#include "cuda/cuda.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;     // row ids, commit, reference kernels
+constexpr int kGatherThreads = 128;
+constexpr int kTileRows = 16;     // (token, head) rows per gather tile
+constexpr int kWaves = 8;         // blocks per SM, at most, for grid-stride kernels
+
+// ---- cu_seqlens ------------------------------------------------------------
+
+// True in every thread iff 0 = cu[0] <= cu[1] <= ... <= cu[B] = T.
+template <typename CuT>
+__device__ bool block_cu_seqlens_valid(const CuT *__restrict__ cu, int64_t B, int64_t T) {
+  int bad = 0;
+  for (int64_t i = threadIdx.x; i <= B; i += blockDim.x) {
+    int64_t v = static_cast<int64_t>(cu[i]);
+    if (i == 0) bad |= v != 0;
+    if (i > 0) bad |= v < static_cast<int64_t>(cu[i - 1]);
+    if (i == B) bad |= v != T;
+  }
+  return __syncthreads_or(bad) == 0;
+}
+
+__device__ void record_cu_seqlens_error(uint32_t *errors) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(errors, INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS);
+}
+
+// The request owning token t: the largest b with cu[b] <= t (cu validated,
+// so cu[b+1] > t and b < B).
+template <typename CuT>
+__device__ int64_t find_request(const CuT *__restrict__ cu, int64_t B, int64_t t) {
+  int64_t lo = 0, hi = B;
+  while (lo < hi) {
+    int64_t mid = (lo + hi + 1) >> 1;
+    if (static_cast<int64_t>(cu[mid]) <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// ---- row id of one (token, head) ----------------------------------------------
+
+// Non-negative remainder, in unsigned arithmetic (cheaper than signed %):
+// for a < 0 write a = -1 - c, then floor_mod(a, m) = m - 1 - c mod m.
+__device__ __forceinline__ int64_t floor_mod_fast(int64_t a, int64_t m) {
+  uint64_t um = static_cast<uint64_t>(m);
+  if (a >= 0) return static_cast<int64_t>(static_cast<uint64_t>(a) % um);
+  uint64_t c = ~static_cast<uint64_t>(a);
+  return static_cast<int64_t>(um - 1 - c % um);
+}
+
+template <typename IdT, typename CuT>
+struct BatchView {
+  const IdT *__restrict__ ids;
+  const CuT *__restrict__ cu;
+  const IdT *__restrict__ context;
+  int64_t context_stride;
+  int64_t num_requests;
+  int64_t num_tokens;
+};
+
+template <typename IdT, typename CuT>
+__device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, CuT> &v, int64_t t,
+                          int h) {
+  const int64_t b = find_request(v.cu, v.num_requests, t);
+  const int64_t local = t - static_cast<int64_t>(v.cu[b]);
+  const int order = 2 + h / cfg.heads_per_order;  // k: uses x_0 .. x_{k-1}
+  const int64_t E = cfg.boundary_token;
+  uint64_t mix = static_cast<uint64_t>(static_cast<int64_t>(v.ids[t])) *
+                 static_cast<uint64_t>(cfg.multipliers[0]);
+  bool valid = true;
+#pragma unroll
+  for (int s = 1; s < INGOT_NGRAM_MAX_N; s++) {
+    if (s >= order) break;
+    int64_t x = local >= s ? static_cast<int64_t>(v.ids[t - s])
+                           : static_cast<int64_t>(
+                                 v.context[b * v.context_stride + (cfg.n - 1) + local - s]);
+    valid = valid && x != E;
+    mix ^= static_cast<uint64_t>(valid ? x : E) * static_cast<uint64_t>(cfg.multipliers[s]);
+  }
+  return floor_mod_fast(static_cast<int64_t>(mix), cfg.primes[h]) + cfg.offsets[h];
+}
+
+template <typename IdT, typename CuT>
+__global__ void __launch_bounds__(kThreads)
+    ngram_row_ids_kernel(const ingot_ngram_config cfg, const BatchView<IdT, CuT> v,
+                         int64_t *__restrict__ rows, int64_t rows_stride, uint32_t *errors) {
+  if (!block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) {
+    record_cu_seqlens_error(errors);
+    return;
+  }
+  const int H = cfg.num_heads;
+  const int64_t items = v.num_tokens * H;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < items;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t t = i / H;
+    int h = static_cast<int>(i - t * H);
+    rows[t * rows_stride + h] = row_id(cfg, v, t, h);
+  }
+}
+
+// ---- context roll ---------------------------------------------------------------
+
+template <typename IdT, typename CuT>
+__global__ void __launch_bounds__(kThreads)
+    ngram_commit_kernel(const int n, const BatchView<IdT, CuT> v, IdT *context,
+                        uint32_t *errors) {
+  if (!block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) {
+    record_cu_seqlens_error(errors);
+    return;
+  }
+  const int w = n - 1;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       b < v.num_requests; b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t begin = static_cast<int64_t>(v.cu[b]);
+    const int64_t len = static_cast<int64_t>(v.cu[b + 1]) - begin;
+    if (len == 0) continue;
+    IdT *row = context + b * v.context_stride;
+    IdT window[INGOT_NGRAM_MAX_N];
+#pragma unroll
+    for (int i = 0; i < INGOT_NGRAM_MAX_N - 1; i++) {
+      if (i >= w) break;
+      int64_t src = len + i - w;  // < 0: still inside the old context
+      window[i] = src < 0 ? row[w + src] : v.ids[begin + src];
+    }
+#pragma unroll
+    for (int i = 0; i < INGOT_NGRAM_MAX_N - 1; i++) {
+      if (i >= w) break;
+      row[i] = window[i];
+    }
+  }
+}
+
+// ---- gather ------------------------------------------------------------------------
+
+__device__ __forceinline__ float table_to_f32(uint8_t v) { return ingot_e4m3_to_f32(v); }
+__device__ __forceinline__ float table_to_f32(uint16_t v) { return ingot_bf16_to_f32(v); }
+__device__ __forceinline__ float table_to_f32(float v) { return v; }
+
+struct TableView {
+  const void *data;
+  int64_t num_rows, dim, stride;
+  float scale;
+};
+
+struct OutView {
+  uint16_t *data;
+  int64_t stride;
+};
+
+// Copies chunk q of table row `row` (zeros if out of range) to dst, converted.
+// A chunk is 16 bytes of table when vectorized, else one element.
+template <typename TableT, bool kVector>
+struct Chunk {
+  static constexpr int kElems = kVector ? 16 / static_cast<int>(sizeof(TableT)) : 1;
+
+  __device__ static void copy(const TableView &tab, int64_t row, int64_t q, uint16_t *dst) {
+    alignas(16) uint16_t out[kElems];
+    if (row < 0 || row >= tab.num_rows) {
+#pragma unroll
+      for (int e = 0; e < kElems; e++) out[e] = 0;
+    } else {
+      const TableT *src = static_cast<const TableT *>(tab.data) + row * tab.stride + q * kElems;
+      alignas(16) TableT in[kElems];
+      if constexpr (kVector) {
+        *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
+      } else {
+        in[0] = *src;
+      }
+#pragma unroll
+      for (int e = 0; e < kElems; e++) out[e] = ingot_f32_to_bf16(table_to_f32(in[e]) * tab.scale);
+    }
+    uint16_t *d = dst + q * kElems;
+    if constexpr (kElems == 16) {
+      reinterpret_cast<uint4 *>(d)[0] = reinterpret_cast<const uint4 *>(out)[0];
+      reinterpret_cast<uint4 *>(d)[1] = reinterpret_cast<const uint4 *>(out)[1];
+    } else if constexpr (kElems == 8) {
+      *reinterpret_cast<uint4 *>(d) = *reinterpret_cast<const uint4 *>(out);
+    } else if constexpr (kElems == 4) {
+      *reinterpret_cast<uint2 *>(d) = *reinterpret_cast<const uint2 *>(out);
+    } else {
+      *d = out[0];
+    }
+  }
+};
+
+// Row ids come from memory (gather) ...
+struct LoadedRows {
+  const int64_t *__restrict__ rows;
+  int64_t stride;
+  int heads;
+  __device__ int64_t operator()(int64_t t, int h) const { return rows[t * stride + h]; }
+  __device__ bool batch_valid(uint32_t *) const { return true; }
+};
+
+// ... or are computed on the fly (fused embed).
+template <typename IdT, typename CuT>
+struct ComputedRows {
+  ingot_ngram_config cfg;
+  BatchView<IdT, CuT> v;
+  __device__ int64_t operator()(int64_t t, int h) const { return row_id(cfg, v, t, h); }
+  __device__ bool batch_valid(uint32_t *errors) const {
+    if (block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) return true;
+    record_cu_seqlens_error(errors);
+    return false;
+  }
+};
+
+template <typename TableT, bool kVector, typename RowSource>
+__global__ void __launch_bounds__(kGatherThreads)
+    ngram_gather_kernel(const RowSource source, const int64_t num_tokens, const int heads,
+                        const TableView tab, const OutView out, uint32_t *errors) {
+  using C = Chunk<TableT, kVector>;
+  __shared__ int64_t tile_rows[kTileRows];
+  if (!source.batch_valid(errors)) return;
+  const int64_t items = num_tokens * heads;
+  const int64_t tiles = (items + kTileRows - 1) / kTileRows;
+  const int64_t chunks_per_row = tab.dim / C::kElems;
+  const int64_t tile_chunks = kTileRows * chunks_per_row;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t base = tile * kTileRows;
+    if (threadIdx.x < kTileRows && base + threadIdx.x < items) {
+      int64_t i = base + threadIdx.x;
+      int64_t t = i / heads;
+      tile_rows[threadIdx.x] = source(t, static_cast<int>(i - t * heads));
+    }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < tile_chunks; c += kGatherThreads) {
+      int64_t j = c / chunks_per_row;
+      int64_t q = c - j * chunks_per_row;
+      int64_t i = base + j;
+      if (i >= items) break;  // j grows with c
+      int64_t t = i / heads;
+      int64_t h = i - t * heads;
+      C::copy(tab, tile_rows[j], q, out.data + t * out.stride + h * tab.dim);
+    }
+    __syncthreads();  // tile_rows is rewritten by the next tile
+  }
+}
+
+// ---- reference-arithmetic kernels (INGOT_FORCE_REFERENCE) ------------------------------
+
+__device__ int64_t ref_batch_request(const ingot_ngram_batch &batch, int64_t t) {
+  int64_t b = 0;
+  while (ingot_ref_load_index(batch.cu_seqlens, batch.cu_dtype, b + 1) <= t) b++;
+  return b;
+}
+
+__device__ bool ref_batch_valid(const ingot_ngram_batch &batch, uint32_t *errors) {
+  bool ok = batch.cu_dtype == INGOT_DTYPE_I32
+                ? block_cu_seqlens_valid(static_cast<const int32_t *>(batch.cu_seqlens),
+                                         batch.num_requests, batch.num_tokens)
+                : block_cu_seqlens_valid(static_cast<const int64_t *>(batch.cu_seqlens),
+                                         batch.num_requests, batch.num_tokens);
+  if (!ok) record_cu_seqlens_error(errors);
+  return ok;
+}
+
+__global__ void ngram_ref_row_ids_kernel(const ingot_ngram_config cfg,
+                                         const ingot_ngram_batch batch, ingot_ngram_rows rows,
+                                         uint32_t *errors) {
+  if (!ref_batch_valid(batch, errors)) return;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       t < batch.num_tokens; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t b = ref_batch_request(batch, t);
+    int64_t begin = ingot_ref_load_index(batch.cu_seqlens, batch.cu_dtype, b);
+    ingot_ref_token_rows(&cfg, &batch, b, t, t - begin, rows.data + t * rows.stride);
+  }
+}
+
+__global__ void ngram_ref_commit_kernel(const ingot_ngram_config cfg,
+                                        const ingot_ngram_batch batch, uint32_t *errors) {
+  if (!ref_batch_valid(batch, errors)) return;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       b < batch.num_requests; b += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    ingot_ref_commit_request(&cfg, &batch, b);
+}
+
+__global__ void ngram_ref_gather_kernel(const int64_t *rows, int64_t rows_stride,
+                                        int64_t num_tokens, int64_t num_heads,
+                                        const ingot_ngram_table table, ingot_bf16_matrix out) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < num_tokens * num_heads; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t t = i / num_heads, h = i % num_heads;
+    ingot_ref_gather_row(&table, rows[t * rows_stride + h],
+                         out.data + t * out.stride + h * table.dim);
+  }
+}
+
+__global__ void ngram_ref_embed_kernel(const ingot_ngram_config cfg,
+                                       const ingot_ngram_batch batch,
+                                       const ingot_ngram_table table, ingot_bf16_matrix out,
+                                       uint32_t *errors) {
+  if (!ref_batch_valid(batch, errors)) return;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       t < batch.num_tokens; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t b = ref_batch_request(batch, t);
+    int64_t begin = ingot_ref_load_index(batch.cu_seqlens, batch.cu_dtype, b);
+    int64_t rows[INGOT_NGRAM_MAX_HEADS];
+    ingot_ref_token_rows(&cfg, &batch, b, t, t - begin, rows);
+    for (int h = 0; h < cfg.num_heads; h++)
+      ingot_ref_gather_row(&table, rows[h], out.data + t * out.stride + h * table.dim);
+  }
+}
+
+// ---- launchers ---------------------------------------------------------------------------
+
+bool force_reference(const ingot_context *ctx) {
+  return (ctx->flags & INGOT_CONTEXT_FLAG_FORCE_REFERENCE) != 0;
+}
+
+// Calls f(IdT{}, CuT{}) with the batch's index types.
+template <typename F>
+void with_index_types(const ingot_ngram_batch &batch, F &&f) {
+  if (batch.ids_dtype == INGOT_DTYPE_I32) {
+    if (batch.cu_dtype == INGOT_DTYPE_I32)
+      f(int32_t{}, int32_t{});
+    else
+      f(int32_t{}, int64_t{});
+  } else {
+    if (batch.cu_dtype == INGOT_DTYPE_I32)
+      f(int64_t{}, int32_t{});
+    else
+      f(int64_t{}, int64_t{});
+  }
+}
+
+template <typename IdT, typename CuT>
+BatchView<IdT, CuT> batch_view(const ingot_ngram_batch &batch) {
+  return BatchView<IdT, CuT>{static_cast<const IdT *>(batch.ids),
+                             static_cast<const CuT *>(batch.cu_seqlens),
+                             static_cast<const IdT *>(batch.context),
+                             batch.context_stride,
+                             batch.num_requests,
+                             batch.num_tokens};
+}
+
+// 16-byte chunks are possible when every row start and chunk is aligned.
+bool gather_vectorizable(const ingot_ngram_table &tab, const ingot_bf16_matrix &out) {
+  const int64_t esize = static_cast<int64_t>(ingot_dtype_size(tab.dtype));
+  const int64_t elems = 16 / esize;
+  const int64_t out_align = elems * 2;  // bytes of bf16 written per chunk
+  return tab.dim % elems == 0 && reinterpret_cast<uintptr_t>(tab.data) % 16 == 0 &&
+         (tab.stride * esize) % 16 == 0 && reinterpret_cast<uintptr_t>(out.data) % out_align == 0 &&
+         (out.stride * 2) % out_align == 0;
+}
+
+template <typename RowSource>
+void launch_gather(const ingot_context *ctx, const RowSource &source, int64_t num_tokens,
+                   int heads, const ingot_ngram_table &table, ingot_bf16_matrix out,
+                   cudaStream_t stream) {
+  const TableView tab{table.data, table.num_rows, table.dim, table.stride, table.scale};
+  const OutView o{out.data, out.stride};
+  const unsigned grid = ingot_cuda_grid(ctx, num_tokens * heads, kTileRows, kWaves);
+  const bool vec = gather_vectorizable(table, out);
+  auto go = [&](auto elem, auto vector) {
+    using TableT = decltype(elem);
+    ngram_gather_kernel<TableT, decltype(vector)::value><<<grid, kGatherThreads, 0, stream>>>(
+        source, num_tokens, heads, tab, o, ctx->device_errors);
+  };
+  switch (table.dtype) {
+    case INGOT_DTYPE_F8_E4M3:
+      vec ? go(uint8_t{}, std::true_type{}) : go(uint8_t{}, std::false_type{});
+      break;
+    case INGOT_DTYPE_BF16:
+      vec ? go(uint16_t{}, std::true_type{}) : go(uint16_t{}, std::false_type{});
+      break;
+    default:
+      vec ? go(float{}, std::true_type{}) : go(float{}, std::false_type{});
+      break;
+  }
+}
+
+}  // namespace
+
+ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngram_config *cfg,
+                                      const ingot_ngram_batch *batch, ingot_ngram_rows rows,
+                                      cudaStream_t stream) {
+  static const char op[] = "ingot_ngram_row_ids";
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  if (force_reference(ctx)) {
+    unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens, kThreads, kWaves);
+    ngram_ref_row_ids_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, rows,
+                                                            ctx->device_errors);
+  } else {
+    unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens * cfg->num_heads, kThreads, kWaves);
+    with_index_types(*batch, [&](auto id, auto cu) {
+      using IdT = decltype(id);
+      using CuT = decltype(cu);
+      ngram_row_ids_kernel<IdT, CuT><<<grid, kThreads, 0, stream>>>(
+          *cfg, batch_view<IdT, CuT>(*batch), rows.data, rows.stride, ctx->device_errors);
+    });
+  }
+  return ingot_cuda_check_launch(ctx, op);
+}
+
+ingot_status ingot_cuda_ngram_commit_context(struct ingot_context *ctx,
+                                             const ingot_ngram_config *cfg,
+                                             const ingot_ngram_batch *batch,
+                                             cudaStream_t stream) {
+  static const char op[] = "ingot_ngram_commit_context";
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  unsigned grid = ingot_cuda_grid(ctx, batch->num_requests, kThreads, kWaves);
+  if (force_reference(ctx)) {
+    ngram_ref_commit_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, ctx->device_errors);
+  } else {
+    with_index_types(*batch, [&](auto id, auto cu) {
+      using IdT = decltype(id);
+      using CuT = decltype(cu);
+      ngram_commit_kernel<IdT, CuT><<<grid, kThreads, 0, stream>>>(
+          cfg->n, batch_view<IdT, CuT>(*batch), static_cast<IdT *>(batch->context),
+          ctx->device_errors);
+    });
+  }
+  return ingot_cuda_check_launch(ctx, op);
+}
+
+ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *rows,
+                                     int64_t rows_stride, int64_t num_tokens, int64_t num_heads,
+                                     const ingot_ngram_table *table, ingot_bf16_matrix out,
+                                     cudaStream_t stream) {
+  static const char op[] = "ingot_ngram_gather";
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  if (num_heads > INT32_MAX)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "rows: shape[1] = %lld heads, the CUDA gather takes at most 2^31-1",
+                           static_cast<long long>(num_heads));
+  if (force_reference(ctx)) {
+    unsigned grid = ingot_cuda_grid(ctx, num_tokens * num_heads, kThreads, kWaves);
+    ngram_ref_gather_kernel<<<grid, kThreads, 0, stream>>>(rows, rows_stride, num_tokens,
+                                                           num_heads, *table, out);
+  } else {
+    LoadedRows source{rows, rows_stride, static_cast<int>(num_heads)};
+    launch_gather(ctx, source, num_tokens, static_cast<int>(num_heads), *table, out, stream);
+  }
+  return ingot_cuda_check_launch(ctx, op);
+}
+
+ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram_config *cfg,
+                                    const ingot_ngram_batch *batch,
+                                    const ingot_ngram_table *table, ingot_bf16_matrix out,
+                                    cudaStream_t stream) {
+  static const char op[] = "ingot_ngram_embed";
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  if (force_reference(ctx)) {
+    unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens, kThreads, kWaves);
+    ngram_ref_embed_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, *table, out,
+                                                          ctx->device_errors);
+  } else {
+    with_index_types(*batch, [&](auto id, auto cu) {
+      using IdT = decltype(id);
+      using CuT = decltype(cu);
+      ComputedRows<IdT, CuT> source{*cfg, batch_view<IdT, CuT>(*batch)};
+      launch_gather(ctx, source, batch->num_tokens, cfg->num_heads, *table, out, stream);
+    });
+  }
+  return ingot_cuda_check_launch(ctx, op);
+}
