@@ -1,0 +1,70 @@
+# The two commands a new user needs:
+#   make bench   build, check every kernel against the CPU reference, time it
+#                (on the GPU when there is one, else on the CPU)
+#   make test    build and run every test: C tests (CTest), the CPU tests again
+#                under AddressSanitizer + UndefinedBehaviorSanitizer, and the
+#                Python tests
+# Everything is built here; nothing needs installing first except a C
+# compiler, CMake and Python 3 (nvcc is optional: without it the library is
+# CPU-only).
+
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+BUILD_TYPE  ?= Release
+CMAKE_FLAGS ?=
+BENCH_ARGS  ?=
+PYTEST_ARGS ?= -q
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+GENERATOR   := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+PYTHON      ?= python3
+# Python with numpy + pytest: the system one if it has them, else a venv here.
+VENV        := $(BUILD)/venv
+ifeq ($(CI),true)
+  CMAKE_FLAGS += -DINGOT_WERROR=ON
+endif
+
+.PHONY: all build bench test test-c test-asan test-python python-env install clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+bench: build
+	$(BUILD)/tools/ingot bench $(BENCH_ARGS)
+
+test: test-c test-asan test-python
+
+test-c: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The CPU tests under ASan + UBSan (CUDA off: the sanitizers and the CUDA
+# runtime do not mix; GPU tests run under compute-sanitizer instead).
+test-asan:
+	cmake -S . -B $(BUILD_ASAN) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DINGOT_CUDA=OFF \
+	  -DINGOT_BUILD_TOOLS=OFF -DINGOT_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+python-env:
+	@if $(PYTHON) -c "import numpy, pytest" >/dev/null 2>&1; then \
+	  echo "python: using $$(command -v $(PYTHON))"; \
+	else \
+	  test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV); \
+	  $(VENV)/bin/python -m pip install -q -r python/requirements-test.txt; \
+	fi
+
+test-python: build python-env
+	@py=$(PYTHON); $$py -c "import numpy, pytest" >/dev/null 2>&1 || py=$(VENV)/bin/python; \
+	  INGOT_LIBRARY=$(CURDIR)/$(BUILD)/libingot.so PYTHONPATH=$(CURDIR)/python \
+	  $$py -m pytest $(PYTEST_ARGS) python/tests
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)
