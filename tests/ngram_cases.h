@@ -158,7 +158,7 @@ static inline float ngram_oracle_e4m3(uint8_t v) {
 static inline uint16_t ngram_oracle_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; /* canonical NaN */
   uint16_t lo = (uint16_t)(u >> 16);
   if ((u & 0xffffu) == 0) return lo;
   uint16_t hi = (uint16_t)(lo + 1); /* away from zero in magnitude */

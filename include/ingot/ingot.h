@@ -299,7 +299,8 @@ INGOT_API ingot_status ingot_ngram_commit_context(ingot_context_t ctx,
 
 /* Gathers table rows:
  *   out[t, h*D + d] = bf16(float(table[rows[t,h], d]) * scale)
- * (fp32 product, then round to nearest even; NaN stays NaN).
+ * (fp32 product, then round to nearest even; any NaN becomes the canonical
+ * bf16 NaN 0x7fc0, so that backends agree byte for byte).
  *   rows  [T, H] I64, any row stride. A row id outside [0, R) gives a zero
  *         row; the table is never read outside its bounds.
  *   table [R, D] F8_E4M3, BF16 or F32, any row stride. CUDA: device memory, or

@@ -36,10 +36,13 @@ INGOT_HD float ingot_bits_f32(uint32_t u) {
 #endif
 }
 
-/* fp32 -> bf16, round to nearest even; NaN -> quiet NaN with the same sign. */
+/* fp32 -> bf16, round to nearest even. Every NaN becomes the canonical
+ * 0x7fc0: NaN payloads and signs differ between CPUs and GPUs after
+ * arithmetic (a GPU multiply returns 0x7fffffff), so only a canonical NaN
+ * keeps the backends byte-identical. */
 INGOT_HD uint16_t ingot_f32_to_bf16(float f) {
   uint32_t u = ingot_f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)0x7fc0u;
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
