@@ -23,7 +23,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DINGOT_WERROR=ON
 endif
 
-.PHONY: all build bench test test-c test-asan test-python python-env install clean
+.PHONY: all build bench test test-c test-asan test-python test-install python-env install clean
 
 all: build
 
@@ -36,7 +36,7 @@ build: $(BUILD)/CMakeCache.txt
 bench: build
 	$(BUILD)/tools/ingot bench $(BENCH_ARGS)
 
-test: test-c test-asan test-python
+test: test-c test-asan test-python test-install
 
 test-c: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -49,6 +49,10 @@ test-asan:
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+# Install into a temporary prefix; build consumers with find_package and pkg-config.
+test-install: build
+	bash tests/consumer/run.sh $(BUILD)
 
 python-env:
 	@if $(PYTHON) -c "import numpy, pytest" >/dev/null 2>&1; then \

@@ -18,8 +18,10 @@
  * Every kernel that reads cu_seqlens first checks the whole array in each
  * block (0 = cu[0] <= ... <= cu[B] = T); all blocks reach the same verdict,
  * so an invalid batch writes nothing and sets a bit in the context's device
- * error word. Grids are capped and loop over their items so that this check
- * costs O(B) per block for a bounded number of blocks.
+ * error word. The check keeps up to kCuCacheEntries entries in shared memory
+ * for the binary searches that follow. Grids are capped and loop over their
+ * items so that this check costs O(B) per block for a bounded number of
+ * blocks.
  *
  * All arithmetic is integer or a single fp32 multiply (built without fmad
  * contraction or flush-to-zero): results are byte-identical to the CPU.
@@ -39,15 +41,35 @@ constexpr int kWaves = 8;         // blocks per SM, at most, for grid-stride ker
 
 // ---- cu_seqlens ------------------------------------------------------------
 
-// True in every thread iff 0 = cu[0] <= cu[1] <= ... <= cu[B] = T.
+// Up to this many cu_seqlens entries are kept in shared memory by each block
+// (loaded once for the validity check), so that finding a token's request is
+// a binary search in shared memory rather than a chain of dependent global
+// loads. Larger batches search global memory (L2).
+constexpr int64_t kCuCacheEntries = 1024;
+
 template <typename CuT>
-__device__ bool block_cu_seqlens_valid(const CuT *__restrict__ cu, int64_t B, int64_t T) {
+struct CuSeqlens {
+  const CuT *__restrict__ global;
+  int64_t *shared;  // kCuCacheEntries entries of block shared memory
+  int64_t B;
+  __device__ bool cached() const { return B + 1 <= kCuCacheEntries; }
+  __device__ int64_t at(int64_t i) const {
+    return cached() ? shared[i] : static_cast<int64_t>(global[i]);
+  }
+};
+
+// True in every thread iff 0 = cu[0] <= cu[1] <= ... <= cu[B] = T; fills the
+// shared copy on the way. Ends with a barrier.
+template <typename CuT>
+__device__ bool block_load_cu_seqlens(const CuSeqlens<CuT> &cu, int64_t T) {
   int bad = 0;
-  for (int64_t i = threadIdx.x; i <= B; i += blockDim.x) {
-    int64_t v = static_cast<int64_t>(cu[i]);
+  const bool cache = cu.cached();
+  for (int64_t i = threadIdx.x; i <= cu.B; i += blockDim.x) {
+    int64_t v = static_cast<int64_t>(cu.global[i]);
     if (i == 0) bad |= v != 0;
-    if (i > 0) bad |= v < static_cast<int64_t>(cu[i - 1]);
-    if (i == B) bad |= v != T;
+    if (i > 0) bad |= v < static_cast<int64_t>(cu.global[i - 1]);
+    if (i == cu.B) bad |= v != T;
+    if (cache) cu.shared[i] = v;
   }
   return __syncthreads_or(bad) == 0;
 }
@@ -59,11 +81,11 @@ __device__ void record_cu_seqlens_error(uint32_t *errors) {
 // The request owning token t: the largest b with cu[b] <= t (cu validated,
 // so cu[b+1] > t and b < B).
 template <typename CuT>
-__device__ int64_t find_request(const CuT *__restrict__ cu, int64_t B, int64_t t) {
-  int64_t lo = 0, hi = B;
+__device__ int64_t find_request(const CuSeqlens<CuT> &cu, int64_t t) {
+  int64_t lo = 0, hi = cu.B;
   while (lo < hi) {
     int64_t mid = (lo + hi + 1) >> 1;
-    if (static_cast<int64_t>(cu[mid]) <= t)
+    if (cu.at(mid) <= t)
       lo = mid;
     else
       hi = mid - 1;
@@ -90,13 +112,16 @@ struct BatchView {
   int64_t context_stride;
   int64_t num_requests;
   int64_t num_tokens;
+  __device__ CuSeqlens<CuT> cu_seqlens(int64_t *shared) const {
+    return CuSeqlens<CuT>{cu, shared, num_requests};
+  }
 };
 
 template <typename IdT, typename CuT>
-__device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, CuT> &v, int64_t t,
-                          int h) {
-  const int64_t b = find_request(v.cu, v.num_requests, t);
-  const int64_t local = t - static_cast<int64_t>(v.cu[b]);
+__device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, CuT> &v,
+                          const CuSeqlens<CuT> &cu, int64_t t, int h) {
+  const int64_t b = find_request(cu, t);
+  const int64_t local = t - cu.at(b);
   const int order = 2 + h / cfg.heads_per_order;  // k: uses x_0 .. x_{k-1}
   const int64_t E = cfg.boundary_token;
   uint64_t mix = static_cast<uint64_t>(static_cast<int64_t>(v.ids[t])) *
@@ -118,7 +143,9 @@ template <typename IdT, typename CuT>
 __global__ void __launch_bounds__(kThreads)
     ngram_row_ids_kernel(const ingot_ngram_config cfg, const BatchView<IdT, CuT> v,
                          int64_t *__restrict__ rows, int64_t rows_stride, uint32_t *errors) {
-  if (!block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) {
+  __shared__ int64_t cu_cache[kCuCacheEntries];
+  const CuSeqlens<CuT> cu = v.cu_seqlens(cu_cache);
+  if (!block_load_cu_seqlens(cu, v.num_tokens)) {
     record_cu_seqlens_error(errors);
     return;
   }
@@ -128,7 +155,7 @@ __global__ void __launch_bounds__(kThreads)
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t t = i / H;
     int h = static_cast<int>(i - t * H);
-    rows[t * rows_stride + h] = row_id(cfg, v, t, h);
+    rows[t * rows_stride + h] = row_id(cfg, v, cu, t, h);
   }
 }
 
@@ -138,15 +165,17 @@ template <typename IdT, typename CuT>
 __global__ void __launch_bounds__(kThreads)
     ngram_commit_kernel(const int n, const BatchView<IdT, CuT> v, IdT *context,
                         uint32_t *errors) {
-  if (!block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) {
+  __shared__ int64_t cu_cache[kCuCacheEntries];
+  const CuSeqlens<CuT> cu = v.cu_seqlens(cu_cache);
+  if (!block_load_cu_seqlens(cu, v.num_tokens)) {
     record_cu_seqlens_error(errors);
     return;
   }
   const int w = n - 1;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        b < v.num_requests; b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t begin = static_cast<int64_t>(v.cu[b]);
-    const int64_t len = static_cast<int64_t>(v.cu[b + 1]) - begin;
+    const int64_t begin = cu.at(b);
+    const int64_t len = cu.at(b + 1) - begin;
     if (len == 0) continue;
     IdT *row = context + b * v.context_stride;
     IdT window[INGOT_NGRAM_MAX_N];
@@ -219,21 +248,25 @@ struct Chunk {
 
 // Row ids come from memory (gather) ...
 struct LoadedRows {
+  static constexpr bool kUsesCuSeqlens = false;
   const int64_t *__restrict__ rows;
   int64_t stride;
   int heads;
-  __device__ int64_t operator()(int64_t t, int h) const { return rows[t * stride + h]; }
-  __device__ bool batch_valid(uint32_t *) const { return true; }
+  __device__ int64_t operator()(int64_t *, int64_t t, int h) const { return rows[t * stride + h]; }
+  __device__ bool batch_valid(int64_t *, uint32_t *) const { return true; }
 };
 
 // ... or are computed on the fly (fused embed).
 template <typename IdT, typename CuT>
 struct ComputedRows {
+  static constexpr bool kUsesCuSeqlens = true;
   ingot_ngram_config cfg;
   BatchView<IdT, CuT> v;
-  __device__ int64_t operator()(int64_t t, int h) const { return row_id(cfg, v, t, h); }
-  __device__ bool batch_valid(uint32_t *errors) const {
-    if (block_cu_seqlens_valid(v.cu, v.num_requests, v.num_tokens)) return true;
+  __device__ int64_t operator()(int64_t *cu_cache, int64_t t, int h) const {
+    return row_id(cfg, v, v.cu_seqlens(cu_cache), t, h);
+  }
+  __device__ bool batch_valid(int64_t *cu_cache, uint32_t *errors) const {
+    if (block_load_cu_seqlens(v.cu_seqlens(cu_cache), v.num_tokens)) return true;
     record_cu_seqlens_error(errors);
     return false;
   }
@@ -245,7 +278,8 @@ __global__ void __launch_bounds__(kGatherThreads)
                         const TableView tab, const OutView out, uint32_t *errors) {
   using C = Chunk<TableT, kVector>;
   __shared__ int64_t tile_rows[kTileRows];
-  if (!source.batch_valid(errors)) return;
+  __shared__ int64_t cu_cache[RowSource::kUsesCuSeqlens ? kCuCacheEntries : 1];
+  if (!source.batch_valid(cu_cache, errors)) return;
   const int64_t items = num_tokens * heads;
   const int64_t tiles = (items + kTileRows - 1) / kTileRows;
   const int64_t chunks_per_row = tab.dim / C::kElems;
@@ -255,7 +289,7 @@ __global__ void __launch_bounds__(kGatherThreads)
     if (threadIdx.x < kTileRows && base + threadIdx.x < items) {
       int64_t i = base + threadIdx.x;
       int64_t t = i / heads;
-      tile_rows[threadIdx.x] = source(t, static_cast<int>(i - t * heads));
+      tile_rows[threadIdx.x] = source(cu_cache, t, static_cast<int>(i - t * heads));
     }
     __syncthreads();
     for (int64_t c = threadIdx.x; c < tile_chunks; c += kGatherThreads) {
@@ -279,12 +313,19 @@ __device__ int64_t ref_batch_request(const ingot_ngram_batch &batch, int64_t t) 
   return b;
 }
 
+// The validity check only (same rule as the fast kernels); the reference
+// arithmetic itself reads cu_seqlens through common/ngram_ref.h.
 __device__ bool ref_batch_valid(const ingot_ngram_batch &batch, uint32_t *errors) {
+  __shared__ int64_t cu_cache[kCuCacheEntries];
   bool ok = batch.cu_dtype == INGOT_DTYPE_I32
-                ? block_cu_seqlens_valid(static_cast<const int32_t *>(batch.cu_seqlens),
-                                         batch.num_requests, batch.num_tokens)
-                : block_cu_seqlens_valid(static_cast<const int64_t *>(batch.cu_seqlens),
-                                         batch.num_requests, batch.num_tokens);
+                ? block_load_cu_seqlens(
+                      CuSeqlens<int32_t>{static_cast<const int32_t *>(batch.cu_seqlens), cu_cache,
+                                         batch.num_requests},
+                      batch.num_tokens)
+                : block_load_cu_seqlens(
+                      CuSeqlens<int64_t>{static_cast<const int64_t *>(batch.cu_seqlens), cu_cache,
+                                         batch.num_requests},
+                      batch.num_tokens);
   if (!ok) record_cu_seqlens_error(errors);
   return ok;
 }
