@@ -1,0 +1,49 @@
+"""ingot: fused GPU kernels for LLM inference, each with an exact CPU
+reference beside it. A thin ctypes binding of libingot.so; the C header
+ingot/ingot.h is the manual.
+
+    import ingot, torch
+    ctx = ingot.Context("cuda", 0)
+    cfg = ingot.NgramConfig.derive(248320, 3, 8, 20000000, boundary_token=eos_id)
+    out = ingot.ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0)
+    ingot.ngram_commit_context(ctx, cfg, ids, cu_seqlens, context)
+
+Errors raise IngotError (with the library's text and status). Arrays: torch
+tensors (CPU/CUDA), numpy arrays, DLPack / array-interface objects; see
+ingot._tensor for dtypes (bf16 and fp8 without ml_dtypes: uint16 arrays and
+``reinterpret(uint8_array, "f8_e4m3")``). The shared library is found as
+described in ingot._lib (INGOT_LIBRARY, the bundled copy, the repository's
+build/, then the system); ``ingot.library_path`` says which one was loaded.
+"""
+
+from ._core import (
+    FLAG_FORCE_REFERENCE,
+    Context,
+    DType,
+    IngotError,
+    Status,
+    backend_available,
+    last_error,
+    status_name,
+    status_string,
+    version,
+    version_number,
+)
+from ._lib import ingot_ngram_config, ingot_tensor, lib, library_path
+from ._tensor import reinterpret
+from .ngram import (
+    NgramConfig,
+    ngram_commit_context,
+    ngram_embed,
+    ngram_gather,
+    ngram_row_ids,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context", "DType", "FLAG_FORCE_REFERENCE", "IngotError", "NgramConfig", "Status",
+    "backend_available", "ingot_ngram_config", "ingot_tensor", "last_error", "lib",
+    "library_path", "ngram_commit_context", "ngram_embed", "ngram_gather", "ngram_row_ids",
+    "reinterpret", "status_name", "status_string", "version", "version_number",
+]

@@ -1,0 +1,159 @@
+"""Finding libingot.so and declaring its C functions (ctypes).
+
+The library is looked for, in order:
+
+1. the environment variable INGOT_LIBRARY (a path to libingot.so; if set, it
+   must load: there is no fallback past it);
+2. the copy bundled in the package, ingot/lib/libingot.so (``pip install``
+   builds it with cmake and copies it there);
+3. the repository's build folder, ../build/libingot.so relative to the
+   package source (development: ``cmake -S . -B build && cmake --build build``);
+4. ``ctypes.util.find_library("ingot")`` (an installed libingot).
+"""
+
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+# The C library version this package was written against. version.h: the same
+# major version is ABI compatible; before 1.0.0 every minor may break the ABI.
+EXPECTED_VERSION_MAJOR = 0
+EXPECTED_VERSION_MINOR = 1
+
+# Limits from ingot.h.
+TENSOR_MAX_DIMS = 4
+NGRAM_MAX_N = 8
+NGRAM_MAX_HEADS = 64
+
+
+class ingot_tensor(ctypes.Structure):
+    """Mirror of the C ``ingot_tensor``: data, dtype, ndim, shape[4], stride[4]
+    (strides in elements). 80 bytes on LP64: the two 4-byte fields fill the
+    8 bytes after ``data``, so there is no padding."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),  # ingot_dtype (a C enum: int)
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * TENSOR_MAX_DIMS),
+        ("stride", ctypes.c_int64 * TENSOR_MAX_DIMS),
+    ]
+
+
+class ingot_ngram_config(ctypes.Structure):
+    """Mirror of the C ``ingot_ngram_config`` (1112 bytes, no padding)."""
+
+    _fields_ = [
+        ("n", ctypes.c_int32),
+        ("heads_per_order", ctypes.c_int32),
+        ("num_heads", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("boundary_token", ctypes.c_int64),
+        ("multipliers", ctypes.c_int64 * NGRAM_MAX_N),
+        ("primes", ctypes.c_int64 * NGRAM_MAX_HEADS),
+        ("offsets", ctypes.c_int64 * NGRAM_MAX_HEADS),
+    ]
+
+
+_P = ctypes.POINTER
+_int, _i32, _i64, _vp = ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+_T, _C = _P(ingot_tensor), _P(ingot_ngram_config)
+
+# name: (restype, argtypes). Enums are C ints; contexts and streams are void *.
+_PROTOTYPES = {
+    "ingot_version_number": (_int, []),
+    "ingot_version": (ctypes.c_char_p, []),
+    "ingot_status_string": (ctypes.c_char_p, [_int]),
+    "ingot_status_name": (ctypes.c_char_p, [_int]),
+    "ingot_backend_available": (_int, [_int]),
+    "ingot_context_create": (_int, [_int, _int, _P(_vp)]),
+    "ingot_context_destroy": (None, [_vp]),
+    "ingot_context_backend": (_int, [_vp]),
+    "ingot_context_device": (_int, [_vp]),
+    "ingot_context_flags": (ctypes.c_uint32, [_vp]),
+    "ingot_last_error": (ctypes.c_char_p, [_vp]),
+    "ingot_context_check_device_errors": (_int, [_vp, _vp]),
+    "ingot_dtype_size": (ctypes.c_size_t, [_int]),
+    "ingot_dtype_name": (ctypes.c_char_p, [_int]),
+    "ingot_ngram_config_derive": (_int, [_i64, _i32, _i32, _i64, _i64, _i32, _i64, _C]),
+    "ingot_ngram_table_rows": (_int, [_C, _i64, _P(_i64)]),
+    "ingot_ngram_row_ids": (_int, [_vp, _C, _T, _T, _T, _T, _vp]),
+    "ingot_ngram_commit_context": (_int, [_vp, _C, _T, _T, _T, _vp]),
+    "ingot_ngram_gather": (_int, [_vp, _T, _T, ctypes.c_float, _T, _vp]),
+    "ingot_ngram_embed": (_int, [_vp, _C, _T, _T, _T, _T, ctypes.c_float, _T, _vp]),
+}
+
+
+def _load():
+    """Returns (CDLL, path) or raises ImportError listing every place tried."""
+    env = os.environ.get("INGOT_LIBRARY")
+    if env:
+        try:
+            return ctypes.CDLL(env), env
+        except OSError as e:
+            raise ImportError(
+                f"ingot: cannot load the library named by INGOT_LIBRARY={env!r}: {e}"
+            ) from None
+    tried = ["INGOT_LIBRARY: not set"]
+    package = Path(__file__).resolve().parent
+    for where, path in (
+        ("bundled copy", package / "lib" / "libingot.so"),
+        ("repository build", package.parent.parent / "build" / "libingot.so"),
+    ):
+        if not path.is_file():
+            tried.append(f"{where}: {path}: not found")
+            continue
+        try:
+            return ctypes.CDLL(str(path)), str(path)
+        except OSError as e:
+            tried.append(f"{where}: {path}: {e}")
+    name = ctypes.util.find_library("ingot")
+    if name is None:
+        tried.append('ctypes.util.find_library("ingot"): not found')
+    else:
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            tried.append(f'ctypes.util.find_library("ingot") = {name}: {e}')
+    raise ImportError(
+        "ingot: cannot find the shared library libingot.so. Looked in:\n  - "
+        + "\n  - ".join(tried)
+        + "\nBuild it (cmake -S . -B build && cmake --build build in the repository), "
+        "reinstall the package with cmake available, or set INGOT_LIBRARY=/path/to/libingot.so."
+    )
+
+
+def _check_version(lib, path):
+    for name in ("ingot_version_number", "ingot_version"):
+        if not hasattr(lib, name):
+            raise ImportError(f"ingot: {path} is not an ingot library (no symbol {name})")
+        restype, argtypes = _PROTOTYPES[name]
+        getattr(lib, name).restype = restype
+        getattr(lib, name).argtypes = argtypes
+    number = lib.ingot_version_number()
+    major, minor = number // 10000, number // 100 % 100
+    compatible = major == EXPECTED_VERSION_MAJOR and (
+        minor == EXPECTED_VERSION_MINOR if major == 0 else minor >= EXPECTED_VERSION_MINOR
+    )
+    if not compatible:
+        raise ImportError(
+            f"ingot: the library at {path} is version {lib.ingot_version().decode()} "
+            f"(ingot_version_number() = {number}), but this package needs "
+            f"{EXPECTED_VERSION_MAJOR}.{EXPECTED_VERSION_MINOR}.x"
+        )
+
+
+def _declare(lib, path):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(f"ingot: the library at {path} has no symbol {name}") from None
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+lib, library_path = _load()
+_check_version(lib, library_path)
+_declare(lib, library_path)

@@ -1,0 +1,285 @@
+"""Array objects -> ``ingot_tensor`` descriptors, and output allocation.
+
+Accepted: torch tensors (CPU and CUDA), numpy arrays, and any object with
+``__cuda_array_interface__``, ``__array_interface__`` or ``__dlpack__``.
+Nothing here imports torch, numpy or ml_dtypes unless an object of theirs
+is passed (or an output must be allocated).
+
+dtypes: int32, int64, float32, float16, bfloat16, float8_e4m3fn, uint8
+(and uint32, uint64). numpy has no bfloat16 / float8 of its own: use
+ml_dtypes.bfloat16 / ml_dtypes.float8_e4m3fn arrays, or a uint16 array for
+bf16 (uint16 always means bf16: ingot has no u16) and
+``reinterpret(uint8_array, "f8_e4m3")`` for fp8 (uint8 otherwise means u8).
+
+Strides go to the library in elements; it needs a contiguous last dimension
+and non-negative strides (it reports the argument otherwise). Streams: torch
+tensors are used on the op's stream (the current torch stream by default);
+a CUDA DLPack producer is asked to make its data ready on that stream; a
+``__cuda_array_interface__`` producer's own stream is not waited on:
+synchronise it first.
+"""
+
+import ctypes
+import sys
+
+from ._core import DType
+from ._lib import TENSOR_MAX_DIMS, ingot_tensor
+
+
+class reinterpret:
+    """Passes ``array`` to ingot as ``dtype`` (a DType or a name such as
+    "f8_e4m3" or "bf16"), which must have the same element size as the
+    array's own dtype: e.g. ``reinterpret(u8_table, "f8_e4m3")``."""
+
+    def __init__(self, array, dtype):
+        self.array = array
+        self.dtype = DType.parse(dtype)
+
+    def __repr__(self):
+        return f"ingot.reinterpret({self.array!r}, {str(self.dtype)!r})"
+
+
+class Described:
+    """A descriptor with what is needed to use it: the source object, its
+    framework ("torch", "numpy" or "other"), its device ("cpu"/"cuda", index),
+    and objects to keep alive until the C call returns (DLPack capsules)."""
+
+    __slots__ = ("obj", "tensor", "framework", "device", "keepalive")
+
+    def __init__(self, obj, tensor, framework, device, keepalive=None):
+        self.obj, self.tensor, self.framework = obj, tensor, framework
+        self.device, self.keepalive = device, keepalive
+
+    @property
+    def shape(self):
+        return tuple(self.tensor.shape[: self.tensor.ndim])
+
+    def ref(self):
+        return ctypes.byref(self.tensor)
+
+
+# ---- dtype tables -------------------------------------------------------------
+
+# numpy dtype names (ml_dtypes' types report "bfloat16" / "float8_e4m3fn").
+_NUMPY_DTYPES = {
+    "float32": DType.F32, "float16": DType.F16, "bfloat16": DType.BF16,
+    "float8_e4m3fn": DType.F8_E4M3, "int32": DType.I32, "int64": DType.I64,
+    "uint8": DType.U8, "uint16": DType.BF16, "uint32": DType.U32, "uint64": DType.U64,
+}
+# array-interface typestr without the byte-order character
+_TYPESTRS = {
+    "f4": DType.F32, "f2": DType.F16, "i4": DType.I32, "i8": DType.I64,
+    "u1": DType.U8, "u2": DType.BF16, "u4": DType.U32, "u8": DType.U64,
+}
+# DLPack (type code, bits): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
+# kDLFloat8_e4m3fn 10.
+_DLPACK_DTYPES = {
+    (2, 32): DType.F32, (2, 16): DType.F16, (4, 16): DType.BF16, (10, 8): DType.F8_E4M3,
+    (0, 32): DType.I32, (0, 64): DType.I64, (1, 8): DType.U8, (1, 16): DType.BF16,
+    (1, 32): DType.U32, (1, 64): DType.U64,
+}
+_torch_dtypes = None
+
+
+def _torch_dtype_table(torch):
+    global _torch_dtypes
+    if _torch_dtypes is None:
+        table = {
+            torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16,
+            torch.int32: DType.I32, torch.int64: DType.I64, torch.uint8: DType.U8,
+        }
+        for name, d in (("float8_e4m3fn", DType.F8_E4M3), ("uint16", DType.BF16),
+                        ("uint32", DType.U32), ("uint64", DType.U64)):
+            if hasattr(torch, name):
+                table[getattr(torch, name)] = d
+        _torch_dtypes = table
+    return _torch_dtypes
+
+
+# ---- descriptors ----------------------------------------------------------------
+
+def _fill(name, data, dtype, shape, strides):
+    if len(shape) > TENSOR_MAX_DIMS:
+        raise ValueError(f"{name}: {len(shape)} dimensions, ingot takes at most {TENSOR_MAX_DIMS}")
+    t = ingot_tensor()
+    t.data = data or None
+    t.dtype = int(dtype)
+    t.ndim = len(shape)
+    for i, (n, s) in enumerate(zip(shape, strides)):
+        t.shape[i] = int(n)
+        t.stride[i] = int(s)
+    return t
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def _element_strides(name, byte_strides, itemsize):
+    if any(s % itemsize for s in byte_strides):
+        raise ValueError(f"{name}: byte strides {tuple(byte_strides)} are not multiples of "
+                         f"the element size {itemsize}")
+    return tuple(s // itemsize for s in byte_strides)
+
+
+def _unknown_dtype(name, what):
+    return TypeError(f"{name}: dtype {what} has no ingot equivalent (int32, int64, float32, "
+                     "float16, bfloat16, float8_e4m3fn, uint8, uint32, uint64; uint16 = bf16)")
+
+
+def _from_torch(name, x, torch):
+    dtype = _torch_dtype_table(torch).get(x.dtype)
+    if dtype is None:
+        raise _unknown_dtype(name, x.dtype)
+    device = (x.device.type, x.device.index or 0)
+    t = _fill(name, x.data_ptr(), dtype, x.shape, x.stride())
+    return Described(x, t, "torch", device)
+
+
+def _from_numpy(name, x, writable):
+    dtype = _NUMPY_DTYPES.get(x.dtype.name)
+    if dtype is None or not x.dtype.isnative:
+        raise _unknown_dtype(name, x.dtype.str)
+    if writable and not x.flags.writeable:
+        raise ValueError(f"{name}: the array is read-only")
+    strides = _element_strides(name, x.strides, x.itemsize)
+    t = _fill(name, x.__array_interface__["data"][0], dtype, x.shape, strides)
+    return Described(x, t, "numpy", ("cpu", 0))
+
+
+def _from_interface(name, obj, iface, device, writable):
+    if iface.get("mask") is not None:
+        raise ValueError(f"{name}: masked arrays are not supported")
+    data = iface.get("data")
+    if not isinstance(data, tuple):
+        raise TypeError(f"{name}: the array interface gives no data pointer")
+    ptr, readonly = data
+    if writable and readonly:
+        raise ValueError(f"{name}: the array is read-only")
+    typestr = iface["typestr"]
+    dtype = _TYPESTRS.get(typestr[1:])
+    if dtype is None or typestr[0] == ">":
+        raise _unknown_dtype(name, typestr)
+    shape = tuple(iface["shape"])
+    strides = iface.get("strides")
+    strides = (_contiguous_strides(shape) if strides is None
+               else _element_strides(name, strides, dtype.itemsize))
+    ptr += iface.get("offset", 0)
+    return Described(obj, _fill(name, ptr, dtype, shape, strides), "other", device)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+# DLPack device types: kDLCPU 1, kDLCUDA 2, kDLCUDAHost 3, kDLCUDAManaged 13.
+_DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cpu", 13: "cuda"}
+
+
+def _from_dlpack(name, obj, stream):
+    device_type, device_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (1, 0)
+    kind = _DLPACK_DEVICES.get(int(device_type))
+    if kind is None:
+        raise TypeError(f"{name}: DLPack device type {device_type} is neither CPU nor CUDA")
+    if kind == "cuda":
+        # The producer makes the data ready on our stream (1: legacy default).
+        capsule = obj.__dlpack__(stream=stream or 1)
+    else:
+        capsule = obj.__dlpack__()
+    # A legacy "dltensor" capsule still named so is freed by its own
+    # destructor: keep it alive for the call and let it go.
+    managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    dl = managed.dl_tensor
+    dtype = _DLPACK_DTYPES.get((dl.dtype.code, dl.dtype.bits))
+    if dtype is None or dl.dtype.lanes != 1:
+        raise _unknown_dtype(name, f"DLPack (code {dl.dtype.code}, bits {dl.dtype.bits}, "
+                                   f"lanes {dl.dtype.lanes})")
+    shape = tuple(dl.shape[i] for i in range(dl.ndim))
+    strides = (tuple(dl.strides[i] for i in range(dl.ndim)) if dl.strides
+               else _contiguous_strides(shape))
+    ptr = (dl.data or 0) + dl.byte_offset
+    t = _fill(name, ptr, dtype, shape, strides)
+    return Described(obj, t, "other", (kind, int(dl.device.device_id)), keepalive=capsule)
+
+
+def describe(obj, name, stream=None, writable=False):
+    """An ``ingot_tensor`` for ``obj`` (see the module docstring). ``name``
+    is the argument's name for error texts; ``stream`` is the consumer stream
+    a CUDA DLPack producer must make the data ready on; ``writable`` rejects
+    read-only arrays (outputs)."""
+    override = None
+    if isinstance(obj, reinterpret):
+        obj, override = obj.array, obj.dtype
+    torch = sys.modules.get("torch")
+    numpy = sys.modules.get("numpy")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        d = _from_torch(name, obj, torch)
+    elif numpy is not None and isinstance(obj, numpy.ndarray):
+        d = _from_numpy(name, obj, writable)
+    elif hasattr(obj, "__cuda_array_interface__"):
+        iface = obj.__cuda_array_interface__
+        d = _from_interface(name, obj, iface, ("cuda", None), writable)
+    elif hasattr(obj, "__array_interface__"):
+        d = _from_interface(name, obj, obj.__array_interface__, ("cpu", 0), writable)
+    elif hasattr(obj, "__dlpack__"):
+        d = _from_dlpack(name, obj, stream)
+    else:
+        raise TypeError(f"{name}: {type(obj).__name__} is not an array (pass a torch tensor, "
+                        "a numpy array, or an object with __dlpack__ or an array interface)")
+    if override is not None:
+        own = DType(d.tensor.dtype)
+        if own.itemsize != override.itemsize:
+            raise ValueError(f"{name}: cannot reinterpret {own} ({own.itemsize} bytes) "
+                             f"as {override} ({override.itemsize} bytes)")
+        d.tensor.dtype = int(override)
+    return d
+
+
+def allocate(like, name, shape, dtype):
+    """A new, uninitialised array of ``shape`` and ``dtype`` (DType) from the
+    library of ``like`` (a Described): a torch tensor on the same device, or
+    a numpy array (bf16: ml_dtypes.bfloat16 if installed, else uint16)."""
+    if like.framework == "torch":
+        torch = sys.modules["torch"]
+        torch_dtype = {DType.I64: torch.int64, DType.BF16: torch.bfloat16}[dtype]
+        return torch.empty(shape, dtype=torch_dtype, device=like.obj.device)
+    if like.device[0] != "cpu":
+        raise TypeError(f"{name}: pass out= for CUDA arrays that are not torch tensors "
+                        "(the wrapper only allocates torch tensors and numpy arrays)")
+    import numpy
+
+    if dtype == DType.BF16:
+        try:
+            import ml_dtypes
+
+            np_dtype = ml_dtypes.bfloat16
+        except ImportError:
+            np_dtype = numpy.uint16
+    else:
+        np_dtype = {DType.I64: numpy.int64}[dtype]
+    return numpy.empty(shape, dtype=np_dtype)
