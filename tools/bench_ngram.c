@@ -16,7 +16,10 @@
  * Tables: fp8-e4m3, D = 160, random bytes without the NaN codes 0x7f/0xff,
  * scale 0.5; R = 2^24 rows (2.7 GB, far past L2) on the GPU, 2^20 on the CPU;
  * the toy config uses its own 4096-row table. "dev-table" lives in device
- * memory, "host-table" in pinned host memory (cudaHostAlloc) read over UVA.
+ * memory, "host-table" in pinned host memory (cudaHostAlloc) read over UVA;
+ * "small-host-table" is a 2^21-row (335 MB) pinned table: random reads from
+ * pinned host memory slow down ~4x once the table is much larger than that
+ * (GPU address translation of host pages; measured on an H200, 2026-11-30).
  * Gather cases feed the real config's row ids taken modulo R.
  *
  * Every check is byte-identical (memcmp) against the CPU reference backend.
@@ -29,11 +32,11 @@
 
 enum { OP_ROW_IDS, OP_COMMIT, OP_GATHER, OP_EMBED, OP_COUNT };
 enum { CFG_TOY, CFG_REAL, CFG_FIT };
-enum { TAB_NONE, TAB_DEVICE, TAB_HOST };
+enum { TAB_NONE, TAB_DEVICE, TAB_HOST, TAB_HOST_SMALL };
 
 static const char *const op_names[OP_COUNT] = {"row_ids", "commit_context", "gather", "embed"};
 static const char *const cfg_names[] = {"toy", "real", "real-fit"};
-static const char *const table_names[] = {"", "dev-table", "host-table"};
+static const char *const table_names[] = {"", "dev-table", "host-table", "small-host-table"};
 
 #define NGRAM_D 160
 #define NGRAM_SCALE 0.5f
@@ -41,6 +44,10 @@ static const char *const table_names[] = {"", "dev-table", "host-table"};
 #define NGRAM_TOY_EOS INT64_C(7)
 #define NGRAM_BIG_ROWS_GPU (INT64_C(1) << 24)
 #define NGRAM_BIG_ROWS_CPU (INT64_C(1) << 20)
+/* 335 MB: small enough that the GPU's translation of pinned host pages keeps
+ * up (random rows from a 2.7 GB host table read ~4x slower, measured) */
+#define NGRAM_SMALL_ROWS_GPU (INT64_C(1) << 21)
+#define NGRAM_SMALL_ROWS_CPU (INT64_C(1) << 18)
 
 typedef struct ngram_params {
   int op, cfg, table;
@@ -82,8 +89,10 @@ typedef struct ngram_table {
 
 static struct {
   const bench_env *env;
-  ngram_table big, toy;
+  ngram_table big, toy, small;
 } tables;
+
+enum { TABLE_TOY, TABLE_BIG, TABLE_SMALL };
 
 /* Random e4m3 bytes without the NaN codes S.1111.111 (0x7f, 0xff). */
 static void fill_e4m3(bench_rng *rng, uint8_t *p, size_t n) {
@@ -92,13 +101,14 @@ static void fill_e4m3(bench_rng *rng, uint8_t *p, size_t n) {
     if ((p[i] & 0x7f) == 0x7f) p[i] ^= 1;
 }
 
-static int get_table(bench_env *env, int big, int where, const ngram_table **out) {
+static int get_table(bench_env *env, int which, int where, const ngram_table **out) {
   if (tables.env != env) memset(&tables, 0, sizeof tables), tables.env = env;
-  ngram_table *t = big ? &tables.big : &tables.toy;
+  ngram_table *t = which == TABLE_BIG ? &tables.big : which == TABLE_SMALL ? &tables.small : &tables.toy;
   if (t->host == NULL) {
     ingot_ngram_config toy;
     int64_t rows = env->cpu_mode ? NGRAM_BIG_ROWS_CPU : NGRAM_BIG_ROWS_GPU;
-    if (!big) {
+    if (which == TABLE_SMALL) rows = env->cpu_mode ? NGRAM_SMALL_ROWS_CPU : NGRAM_SMALL_ROWS_GPU;
+    if (which == TABLE_TOY) {
       if (make_config(env, CFG_TOY, 0, &toy)) return BENCH_FAIL;
       ingot_status st = ingot_ngram_table_rows(&toy, 128, &rows);
       if (st) return bench_status(env, NULL, st, "ingot_ngram_table_rows");
@@ -209,7 +219,8 @@ static int ngram_setup(bench_env *env, const void *params, void **state, bench_i
 
   const ngram_table *tab = NULL;
   if (p->table != TAB_NONE) {
-    int r = get_table(env, p->cfg != CFG_TOY, p->table, &tab);
+    int which = p->cfg == CFG_TOY ? TABLE_TOY : p->table == TAB_HOST_SMALL ? TABLE_SMALL : TABLE_BIG;
+    int r = get_table(env, which, p->table, &tab);
     if (r) return r;
     s->R = tab->rows;
     s->table = p->table == TAB_DEVICE ? tab->dev : (void *)tab->host;
@@ -240,7 +251,7 @@ static int ngram_setup(bench_env *env, const void *params, void **state, bench_i
     case OP_EMBED: {
       double other = (p->op == OP_GATHER ? (double)rows_bytes(s) : in) + (double)out_bytes(s);
       slot_bytes = other;
-      if (p->table == TAB_HOST) {
+      if (p->table == TAB_HOST || p->table == TAB_HOST_SMALL) {
         info->bytes_host = table_bytes;
         info->bytes_device = other;
       } else {
@@ -250,7 +261,7 @@ static int ngram_setup(bench_env *env, const void *params, void **state, bench_i
                "%s read, T*H*D table bytes read from %s, out [T,H*D] bf16 written; "
                "table e4m3 [%" PRId64 ", %" PRId64 "]",
                p->op == OP_GATHER ? "rows i64" : "ids + cu_seqlens + context",
-               p->table == TAB_HOST ? "pinned host memory (H2D rate)" : "device memory",
+               p->table == TAB_DEVICE ? "device memory" : "pinned host memory (H2D rate)",
                s->R, s->D);
       break;
     }
@@ -424,7 +435,9 @@ void bench_ngram_register(bench_registry *reg) {
   add_shapes(reg, OP_GATHER, CFG_TOY, TAB_DEVICE);
   add_shapes(reg, OP_GATHER, CFG_REAL, TAB_DEVICE);
   add_shapes(reg, OP_GATHER, CFG_REAL, TAB_HOST);
+  add_shapes(reg, OP_GATHER, CFG_REAL, TAB_HOST_SMALL);
   add_shapes(reg, OP_EMBED, CFG_TOY, TAB_DEVICE);
   add_shapes(reg, OP_EMBED, CFG_FIT, TAB_DEVICE);
   add_shapes(reg, OP_EMBED, CFG_FIT, TAB_HOST);
+  add_shapes(reg, OP_EMBED, CFG_FIT, TAB_HOST_SMALL);
 }

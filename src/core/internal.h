@@ -34,6 +34,12 @@ struct ingot_context {
   int pageable_memory_access; /* device can read plain host memory (HMM/ATS) */
   int detect_device_pointers; /* CPU context in a CUDA build with a GPU present */
   uint32_t *device_errors;    /* CUDA: one device word of INGOT_DEVICE_ERROR_* bits */
+  /* CUDA: pointers already found to be device memory. An address in the
+   * driver's device range never becomes host memory, so a hit needs no new
+   * cudaPointerGetAttributes (~0.2 us each); engines pass the same buffers
+   * every step. */
+  const void *device_pointers[16];
+  unsigned device_pointers_next;
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];
 };

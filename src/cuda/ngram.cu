@@ -10,7 +10,9 @@
  *                          phase 1 gets the tile's row ids into shared memory
  *                          (loaded, or computed as above for the fused embed
  *                          op), phase 2 copies the rows with 16-byte loads,
- *                          converting to bf16 on the way.
+ *                          kChunksInFlight per thread issued before any is
+ *                          converted to bf16 and stored. (Measured faster
+ *                          than barrier-free warp tiles on an H200.)
  *   ngram_ref_*_kernel     INGOT_FORCE_REFERENCE: one thread per token /
  *                          request / row running common/ngram_ref.h, the very
  *                          code the CPU backend runs.
@@ -24,8 +26,14 @@
  * blocks.
  *
  * All arithmetic is integer or a single fp32 multiply (built without fmad
- * contraction or flush-to-zero): results are byte-identical to the CPU.
+ * contraction or flush-to-zero); the gathers' conversions use the hardware's
+ * exact e4m3 -> f16 and round-to-nearest-even f32 -> bf16 instructions with
+ * NaN set to numeric.h's canonical pattern: results are byte-identical to
+ * the CPU.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
 #include <type_traits>
 
 #include "common/ngram_ref.h"
@@ -36,8 +44,10 @@ namespace {
 
 constexpr int kThreads = 256;     // row ids, commit, reference kernels
 constexpr int kGatherThreads = 128;
-constexpr int kTileRows = 16;     // (token, head) rows per gather tile
+constexpr int kTileRows = 16;      // (token, head) rows per gather tile
+constexpr int kChunksInFlight = 2; // table loads a gather thread issues before using any
 constexpr int kWaves = 8;         // blocks per SM, at most, for grid-stride kernels
+constexpr int kGatherWaves = 16;  // gathers are latency-bound: keep more blocks resident
 
 // ---- cu_seqlens ------------------------------------------------------------
 
@@ -119,9 +129,9 @@ struct BatchView {
 
 template <typename IdT, typename CuT>
 __device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, CuT> &v,
-                          const CuSeqlens<CuT> &cu, int64_t t, int h) {
+                          const CuSeqlens<CuT> &cu, uint32_t t, int h) {
   const int64_t b = find_request(cu, t);
-  const int64_t local = t - cu.at(b);
+  const int64_t local = static_cast<int64_t>(t) - cu.at(b);
   const int order = 2 + h / cfg.heads_per_order;  // k: uses x_0 .. x_{k-1}
   const int64_t E = cfg.boundary_token;
   uint64_t mix = static_cast<uint64_t>(static_cast<int64_t>(v.ids[t])) *
@@ -149,13 +159,14 @@ __global__ void __launch_bounds__(kThreads)
     record_cu_seqlens_error(errors);
     return;
   }
-  const int H = cfg.num_heads;
-  const int64_t items = v.num_tokens * H;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < items;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t t = i / H;
+  // 32-bit item arithmetic (a 64-bit division is a long emulated sequence);
+  // the launcher guarantees T * H < 2^32.
+  const uint32_t H = static_cast<uint32_t>(cfg.num_heads);
+  const uint32_t items = static_cast<uint32_t>(v.num_tokens) * H;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+    uint32_t t = i / H;
     int h = static_cast<int>(i - t * H);
-    rows[t * rows_stride + h] = row_id(cfg, v, cu, t, h);
+    rows[static_cast<int64_t>(t) * rows_stride + h] = row_id(cfg, v, cu, t, h);
   }
 }
 
@@ -195,6 +206,34 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- gather ------------------------------------------------------------------------
 
+// ---- conversions: hardware instructions, results identical to numeric.h ----
+//
+// bf16(x * scale) for two values, packed low | high << 16. cvt.rn.bf16x2.f32
+// rounds to nearest even exactly like ingot_f32_to_bf16 (no flush: built
+// without ftz); only its NaN pattern differs, so NaNs are set to numeric.h's
+// canonical 0x7fc0 explicitly.
+__device__ __forceinline__ uint32_t scaled_bf16x2(float lo, float hi, float scale) {
+  lo *= scale;
+  hi *= scale;
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits = *reinterpret_cast<uint32_t *>(&h);
+  if (lo != lo) bits = (bits & 0xffff0000u) | 0x7fc0u;
+  if (hi != hi) bits = (bits & 0x0000ffffu) | 0x7fc00000u;
+  return bits;
+}
+
+// Two table values (elements 2p and 2p+1 of a chunk) as fp32, exactly.
+__device__ __forceinline__ float2 table_pair_to_f32(const uint8_t *v) {
+  // e4m3 -> f16 is exact (hardware cvt on sm_89+, emulated before), f16 -> f32 too
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(v[0] | (static_cast<uint16_t>(v[1]) << 8)), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<__half2 *>(&h));
+}
+__device__ __forceinline__ float2 table_pair_to_f32(const uint16_t *v) {
+  return make_float2(ingot_bf16_to_f32(v[0]), ingot_bf16_to_f32(v[1]));
+}
+__device__ __forceinline__ float2 table_pair_to_f32(const float *v) { return make_float2(v[0], v[1]); }
+
 __device__ __forceinline__ float table_to_f32(uint8_t v) { return ingot_e4m3_to_f32(v); }
 __device__ __forceinline__ float table_to_f32(uint16_t v) { return ingot_bf16_to_f32(v); }
 __device__ __forceinline__ float table_to_f32(float v) { return v; }
@@ -210,29 +249,47 @@ struct OutView {
   int64_t stride;
 };
 
-// Copies chunk q of table row `row` (zeros if out of range) to dst, converted.
-// A chunk is 16 bytes of table when vectorized, else one element.
+// One chunk of a table row: 16 bytes of table when vectorized, else one
+// element; load() and store() are split so that a thread can have several
+// loads in flight before it converts anything.
 template <typename TableT, bool kVector>
 struct Chunk {
   static constexpr int kElems = kVector ? 16 / static_cast<int>(sizeof(TableT)) : 1;
+  struct alignas(16) Raw {
+    TableT v[kElems];
+  };
 
-  __device__ static void copy(const TableView &tab, int64_t row, int64_t q, uint16_t *dst) {
-    alignas(16) uint16_t out[kElems];
-    if (row < 0 || row >= tab.num_rows) {
-#pragma unroll
-      for (int e = 0; e < kElems; e++) out[e] = 0;
-    } else {
-      const TableT *src = static_cast<const TableT *>(tab.data) + row * tab.stride + q * kElems;
-      alignas(16) TableT in[kElems];
-      if constexpr (kVector) {
-        *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
-      } else {
-        in[0] = *src;
-      }
-#pragma unroll
-      for (int e = 0; e < kElems; e++) out[e] = ingot_f32_to_bf16(table_to_f32(in[e]) * tab.scale);
+  // Chunk q of `row`; rows outside the table read nothing.
+  __device__ static Raw load(const TableView &tab, int64_t row, uint32_t q, bool &in_range) {
+    Raw raw;
+    in_range = row >= 0 && row < tab.num_rows;
+    if (in_range) {
+      const TableT *src = static_cast<const TableT *>(tab.data) + row * tab.stride +
+                          static_cast<int64_t>(q) * kElems;
+      if constexpr (kVector)
+        *reinterpret_cast<uint4 *>(raw.v) = *reinterpret_cast<const uint4 *>(src);
+      else
+        raw.v[0] = *src;
     }
-    uint16_t *d = dst + q * kElems;
+    return raw;
+  }
+
+  // Converts to bf16 (zeros for a row outside the table) and stores chunk q.
+  __device__ static void store(const TableView &tab, const Raw &raw, bool in_range, uint32_t q,
+                               uint16_t *dst_row) {
+    alignas(16) uint16_t out[kElems];
+    if constexpr (kElems % 2 == 0) {
+#pragma unroll
+      for (int e = 0; e < kElems; e += 2) {
+        float2 f = table_pair_to_f32(raw.v + e);
+        uint32_t bits = in_range ? scaled_bf16x2(f.x, f.y, tab.scale) : 0u;
+        out[e] = static_cast<uint16_t>(bits);
+        out[e + 1] = static_cast<uint16_t>(bits >> 16);
+      }
+    } else {
+      out[0] = in_range ? ingot_f32_to_bf16(table_to_f32(raw.v[0]) * tab.scale) : uint16_t{0};
+    }
+    uint16_t *d = dst_row + static_cast<int64_t>(q) * kElems;
     if constexpr (kElems == 16) {
       reinterpret_cast<uint4 *>(d)[0] = reinterpret_cast<const uint4 *>(out)[0];
       reinterpret_cast<uint4 *>(d)[1] = reinterpret_cast<const uint4 *>(out)[1];
@@ -252,7 +309,9 @@ struct LoadedRows {
   const int64_t *__restrict__ rows;
   int64_t stride;
   int heads;
-  __device__ int64_t operator()(int64_t *, int64_t t, int h) const { return rows[t * stride + h]; }
+  __device__ int64_t operator()(int64_t *, uint32_t t, int h) const {
+    return rows[static_cast<int64_t>(t) * stride + h];
+  }
   __device__ bool batch_valid(int64_t *, uint32_t *) const { return true; }
 };
 
@@ -262,7 +321,7 @@ struct ComputedRows {
   static constexpr bool kUsesCuSeqlens = true;
   ingot_ngram_config cfg;
   BatchView<IdT, CuT> v;
-  __device__ int64_t operator()(int64_t *cu_cache, int64_t t, int h) const {
+  __device__ int64_t operator()(int64_t *cu_cache, uint32_t t, int h) const {
     return row_id(cfg, v, v.cu_seqlens(cu_cache), t, h);
   }
   __device__ bool batch_valid(int64_t *cu_cache, uint32_t *errors) const {
@@ -280,26 +339,44 @@ __global__ void __launch_bounds__(kGatherThreads)
   __shared__ int64_t tile_rows[kTileRows];
   __shared__ int64_t cu_cache[RowSource::kUsesCuSeqlens ? kCuCacheEntries : 1];
   if (!source.batch_valid(cu_cache, errors)) return;
-  const int64_t items = num_tokens * heads;
-  const int64_t tiles = (items + kTileRows - 1) / kTileRows;
-  const int64_t chunks_per_row = tab.dim / C::kElems;
-  const int64_t tile_chunks = kTileRows * chunks_per_row;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t base = tile * kTileRows;
-    if (threadIdx.x < kTileRows && base + threadIdx.x < items) {
-      int64_t i = base + threadIdx.x;
-      int64_t t = i / heads;
-      tile_rows[threadIdx.x] = source(cu_cache, t, static_cast<int>(i - t * heads));
+  // 32-bit index arithmetic: the launcher guarantees T * H < 2^32 and D < 2^27.
+  const uint32_t H = static_cast<uint32_t>(heads);
+  const uint32_t items = static_cast<uint32_t>(num_tokens) * H;
+  const uint32_t tiles = (items + kTileRows - 1) / kTileRows;
+  const uint32_t chunks_per_row = static_cast<uint32_t>(tab.dim / C::kElems);
+  for (uint32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint32_t base = tile * kTileRows;
+    const uint32_t rows_here = min(static_cast<uint32_t>(kTileRows), items - base);
+    if (threadIdx.x < rows_here) {
+      uint32_t i = base + threadIdx.x;
+      uint32_t t = i / H;
+      tile_rows[threadIdx.x] = source(cu_cache, t, static_cast<int>(i - t * H));
     }
     __syncthreads();
-    for (int64_t c = threadIdx.x; c < tile_chunks; c += kGatherThreads) {
-      int64_t j = c / chunks_per_row;
-      int64_t q = c - j * chunks_per_row;
-      int64_t i = base + j;
-      if (i >= items) break;  // j grows with c
-      int64_t t = i / heads;
-      int64_t h = i - t * heads;
-      C::copy(tab, tile_rows[j], q, out.data + t * out.stride + h * tab.dim);
+    const uint32_t tile_chunks = rows_here * chunks_per_row;
+    for (uint32_t c0 = threadIdx.x; c0 < tile_chunks; c0 += kGatherThreads * kChunksInFlight) {
+      typename C::Raw raw[kChunksInFlight];
+      bool in_range[kChunksInFlight];
+#pragma unroll
+      for (int k = 0; k < kChunksInFlight; k++) {  // all loads first ...
+        uint32_t c = c0 + k * kGatherThreads;
+        if (c < tile_chunks) {
+          uint32_t j = c / chunks_per_row;
+          raw[k] = C::load(tab, tile_rows[j], c - j * chunks_per_row, in_range[k]);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kChunksInFlight; k++) {  // ... then convert and store
+        uint32_t c = c0 + k * kGatherThreads;
+        if (c < tile_chunks) {
+          uint32_t j = c / chunks_per_row;
+          uint32_t i = base + j;
+          uint32_t t = i / H;
+          uint16_t *dst = out.data + static_cast<int64_t>(t) * out.stride +
+                          static_cast<int64_t>(i - t * H) * tab.dim;
+          C::store(tab, raw[k], in_range[k], c - j * chunks_per_row, dst);
+        }
+      }
     }
     __syncthreads();  // tile_rows is rewritten by the next tile
   }
@@ -379,6 +456,15 @@ __global__ void ngram_ref_embed_kernel(const ingot_ngram_config cfg,
 
 // ---- launchers ---------------------------------------------------------------------------
 
+// The fast kernels index (token, head) items with 32 bits.
+ingot_status check_item_count(ingot_context *ctx, const char *op, int64_t tokens, int64_t heads) {
+  if (heads > 0 && tokens > static_cast<int64_t>(UINT32_MAX) / heads)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "T * H = %lld * %lld: the CUDA kernels take fewer than 2^32 rows per call",
+                           static_cast<long long>(tokens), static_cast<long long>(heads));
+  return INGOT_STATUS_SUCCESS;
+}
+
 bool force_reference(const ingot_context *ctx) {
   return (ctx->flags & INGOT_CONTEXT_FLAG_FORCE_REFERENCE) != 0;
 }
@@ -419,13 +505,22 @@ bool gather_vectorizable(const ingot_ngram_table &tab, const ingot_bf16_matrix &
          (out.stride * 2) % out_align == 0;
 }
 
+// A tile's chunk count must fit 32 bits too.
+ingot_status check_table_dim(ingot_context *ctx, const char *op, int64_t dim) {
+  if (dim >= (INT64_C(1) << 27))
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "table: D = %lld, the CUDA gather takes D < 2^27",
+                           static_cast<long long>(dim));
+  return INGOT_STATUS_SUCCESS;
+}
+
 template <typename RowSource>
 void launch_gather(const ingot_context *ctx, const RowSource &source, int64_t num_tokens,
                    int heads, const ingot_ngram_table &table, ingot_bf16_matrix out,
                    cudaStream_t stream) {
   const TableView tab{table.data, table.num_rows, table.dim, table.stride, table.scale};
   const OutView o{out.data, out.stride};
-  const unsigned grid = ingot_cuda_grid(ctx, num_tokens * heads, kTileRows, kWaves);
+  const unsigned grid = ingot_cuda_grid(ctx, num_tokens * heads, kTileRows, kGatherWaves);
   const bool vec = gather_vectorizable(table, out);
   auto go = [&](auto elem, auto vector) {
     using TableT = decltype(elem);
@@ -451,6 +546,8 @@ ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngr
                                       const ingot_ngram_batch *batch, ingot_ngram_rows rows,
                                       cudaStream_t stream) {
   static const char op[] = "ingot_ngram_row_ids";
+  ingot_status st = check_item_count(ctx, op, batch->num_tokens, cfg->num_heads);
+  if (st) return st;
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
@@ -496,12 +593,15 @@ ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *r
                                      const ingot_ngram_table *table, ingot_bf16_matrix out,
                                      cudaStream_t stream) {
   static const char op[] = "ingot_ngram_gather";
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  ingot_status st = check_item_count(ctx, op, num_tokens, num_heads);
+  if (st == INGOT_STATUS_SUCCESS) st = check_table_dim(ctx, op, table->dim);
+  if (st) return st;
   if (num_heads > INT32_MAX)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "rows: shape[1] = %lld heads, the CUDA gather takes at most 2^31-1",
                            static_cast<long long>(num_heads));
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
     unsigned grid = ingot_cuda_grid(ctx, num_tokens * num_heads, kThreads, kWaves);
     ngram_ref_gather_kernel<<<grid, kThreads, 0, stream>>>(rows, rows_stride, num_tokens,
@@ -518,6 +618,9 @@ ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram
                                     const ingot_ngram_table *table, ingot_bf16_matrix out,
                                     cudaStream_t stream) {
   static const char op[] = "ingot_ngram_embed";
+  ingot_status st = check_item_count(ctx, op, batch->num_tokens, cfg->num_heads);
+  if (st == INGOT_STATUS_SUCCESS) st = check_table_dim(ctx, op, table->dim);
+  if (st) return st;
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
