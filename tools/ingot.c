@@ -2,6 +2,7 @@
  * `ingot`: the command-line program.
  *
  *   ingot bench [options]   check every op against the CPU reference, time it
+ *   ingot quantize IN OUT   safetensors -> safetensors with NVFP4 weights
  *   ingot version           library and header versions, backends available
  *   ingot help [COMMAND]    usage
  *
@@ -14,6 +15,7 @@
 
 #include "bench.h"
 #include "ingot/ingot.h"
+#include "quantize.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -22,9 +24,10 @@ static void usage(FILE *f) {
           "commands:\n"
           "  bench     check every op against the CPU reference, then time it\n"
           "            (ingot bench --help for its options)\n"
-          /* ---- ingot quantize: usage line goes here (tools/quantize.c) ---- */
+          "  quantize  copy a .safetensors file with chosen weights in NVFP4\n"
+          "            (ingot quantize --help for its options)\n"
           "  version   print the library and header versions and the backends\n"
-          "  help      print this text (ingot help bench: the bench options)\n");
+          "  help      print this text (ingot help COMMAND: that command's options)\n");
 }
 
 static int version_main(void) {
@@ -62,7 +65,10 @@ int main(int argc, char **argv) {
       char *args[] = {argv[2], (char *)"--help"};
       return bench_main(2, args);
     }
-    /* ---- ingot quantize: `ingot help quantize` goes here ---- */
+    if (argc > 2 && strcmp(argv[2], "quantize") == 0) {
+      char *args[] = {argv[2], (char *)"--help"};
+      return quantize_main(2, args);
+    }
     if (argc > 2) {
       fprintf(stderr, "ingot: no help for unknown command '%s'\n", argv[2]);
       usage(stderr);
@@ -72,13 +78,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  /* ---- ingot quantize ------------------------------------------------------
-   * Added by another change: implemented in tools/quantize.c (declare
-   * `int quantize_main(int argc, char **argv);`, add the file to
-   * tools/CMakeLists.txt), dispatched here:
-   *
-   *   if (strcmp(cmd, "quantize") == 0) return quantize_main(argc - 1, argv + 1);
-   * -------------------------------------------------------------------------- */
+  if (strcmp(cmd, "quantize") == 0) return quantize_main(argc - 1, argv + 1);
 
   fprintf(stderr, "ingot: unknown command '%s'\n", cmd);
   usage(stderr);

@@ -325,6 +325,175 @@ INGOT_API ingot_status ingot_ngram_embed(ingot_context_t ctx, const ingot_ngram_
                                          const ingot_tensor *out,
                                          struct CUstream_st *stream);
 
+/* ------------------------------------------------------------------------ */
+/* NVFP4 (E2M1 values, E4M3 block scales, fp32 global scale)                 */
+/* ------------------------------------------------------------------------ */
+/*
+ * Format (spec/nvfp4.md). A [rows, cols] matrix (cols % 16 == 0) is stored as
+ *   values  [rows, cols/2] U8: E2M1 codes, two per byte, the even element in
+ *           the LOW nibble. code = sign << 3 | index, magnitudes
+ *           {0, 0.5, 1, 1.5, 2, 3, 4, 6} at index 0..7.
+ *   scales  one E4M3 byte (sf) per 16 consecutive elements of a row, in the
+ *           CUTLASS / FlashInfer "128x4" swizzled layout, in a buffer of
+ *           round_up(rows, 128) x round_up(cols/16, 4) bytes whose padding
+ *           bytes are 0 (see ingot_nvfp4_scale_offset). Scale tensors are
+ *           U8 or F8_E4M3, either 1-D [Rp * Kp] or 2-D [Rp, Kp] contiguous
+ *           (Rp, Kp from ingot_nvfp4_scale_shape).
+ *   gs      the fp32 global scale, the ENCODE multiplier (conventionally
+ *           448 * 6 / amax). An element decodes as e2m1 * float(sf) / gs.
+ *           Ops take it as a 1-element F32 tensor [1] in the context's memory
+ *           (device memory on CUDA), so it can be produced on the device
+ *           (ingot_nvfp4_global_scale) without a host read.
+ *
+ * Quantization of one block of 16 (x_i converted exactly to fp32; every
+ * operation below is one IEEE fp32 operation rounded to nearest even, the
+ * same on every backend, no fused multiply-add, no approximate division):
+ *   amax = max |x_i| over the block's FINITE elements (0 if none)
+ *   t    = amax / 6.0f
+ *   p    = gs * t
+ *   sf   = E4M3(p): round to nearest even, saturating: p >= 448 (incl. +Inf)
+ *          gives 448 (0x7E). A gs that is not finite or not > 0 gives sf = 0.
+ *   if sf == 0: every code of the block is 0.
+ *   else:  r = gs / float(sf);  code_i = E2M1(x_i * r)
+ *          E2M1: round |y| to the nearest magnitude, ties to the even index
+ *          (0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4),
+ *          |y| > 6 (incl. Inf) saturates to 6, sign kept (-0.0 and small
+ *          negatives give code 8, "-0"); y NaN gives code 0.
+ * Non-finite inputs therefore encode deterministically: NaN -> code 0, +Inf
+ * -> 0x7 (+6), -Inf -> 0xF (-6) (0 when the block's sf is 0); neither takes
+ * part in the block's amax. Every input element that is NaN or +-Inf is
+ * counted in the optional `nonfinite_count` (U32 [1], NULL for none): the op
+ * adds the count to it (atomically on CUDA, wrapping mod 2^32), so callers
+ * can detect bad inputs without a host sync. Results are byte-identical on
+ * every backend, for every input including non-finite ones.
+ *
+ * Dequantization, per element (same fp32 IEEE operations on every backend):
+ *   q = (e2m1(code) * float(sf)) / gs   (the product is exact; one rounding)
+ *   F32 out: q;  BF16 out: q rounded to nearest even (two roundings).
+ *   A NaN result (sf byte is an E4M3 NaN, 0x7F / 0xFF) and every element when
+ *   gs is not finite or not > 0 is written as the quiet NaN 0x7FC00000
+ *   (bf16 0x7FC0). For gs = 1 (or any power of two in range) dequantize is
+ *   exact.
+ *
+ * Round-trip error bound (F32 out): for a finite x in a block whose
+ * p = gs * amax / 6 lies in [2^-6, 448] (sf normal, not saturated),
+ *   |dequant(quant(x)) - x| <= (|x| / 4 + sf / (4 gs)) * (1 + 2^-20),
+ * i.e. at most half an E2M1 step at x's magnitude. BF16 out adds one bf16
+ * rounding (2^-9 relative).
+ *
+ * Layouts of the data tensors: the last dimension contiguous, any row
+ * stride. Outputs must not overlap inputs or each other. On error nothing is
+ * written or launched. CUDA: each op is a fixed, small number of kernel
+ * launches (stated per op), no allocation, no host synchronisation: safe
+ * to capture in a CUDA graph. Best speed with 16-byte aligned matrices and
+ * row strides (8-byte for `values`); other alignments run a slower kernel
+ * with identical results.
+ */
+
+#define INGOT_NVFP4_BLOCK 16       /* elements per E4M3 block scale */
+#define INGOT_NVFP4_SCALE_ROWS 128 /* the swizzled layout pads rows to this */
+#define INGOT_NVFP4_SCALE_COLS 4   /* ... and scale columns to this */
+
+/* Byte offset of the scale of row `row`, scale column `scale_col`
+ * (= element column / 16) in the 128x4 swizzled buffer of a matrix with
+ * `cols` element columns (a multiple of 16). With KT = ceil(cols/16 / 4):
+ *   (row/128)*KT*512 + (scale_col/4)*512 + (row%32)*16 + ((row%128)/32)*4
+ *   + scale_col%4
+ * No argument checks: 0 <= row, 0 <= scale_col < round_up(cols/16, 4). */
+static inline int64_t ingot_nvfp4_scale_offset(int64_t row, int64_t scale_col, int64_t cols) {
+  int64_t kt = (cols / 16 + 3) / 4;
+  return (row / 128) * kt * 512 + (scale_col / 4) * 512 + (row % 32) * 16 +
+         ((row % 128) / 32) * 4 + scale_col % 4;
+}
+
+/* Shape of the swizzled scale buffer of a [rows, cols] matrix:
+ * *scale_rows = round_up(rows, 128), *scale_cols = round_up(cols/16, 4)
+ * (bytes = their product). rows >= 0, cols >= 0, cols % 16 == 0.
+ * Returns INVALID_ARGUMENT (bad value, NULL output, overflow; text in
+ * ingot_last_error(NULL)). */
+INGOT_API ingot_status ingot_nvfp4_scale_shape(int64_t rows, int64_t cols, int64_t *scale_rows,
+                                               int64_t *scale_cols);
+
+/* Quantizes x [rows, cols] (BF16, F16 or F32; cols % 16 == 0) to NVFP4 with
+ * the global scale global_scale[0] (F32 [1]), by the rule above:
+ *   values  [rows, cols/2] U8, any row stride
+ *   scales  the swizzled buffer of [rows, cols], padding bytes written as 0
+ *   nonfinite_count  NULL or U32 [1]: += number of NaN / Inf elements of x.
+ * CUDA: one launch. */
+INGOT_API ingot_status ingot_nvfp4_quantize(ingot_context_t ctx, const ingot_tensor *x,
+                                            const ingot_tensor *global_scale,
+                                            const ingot_tensor *values,
+                                            const ingot_tensor *scales,
+                                            const ingot_tensor *nonfinite_count,
+                                            struct CUstream_st *stream);
+
+/* global_scale[0] (F32 [1], written) <- the conventional encode multiplier
+ * of x [rows, cols] (BF16, F16 or F32, any cols, any row stride):
+ *   amax = max |x| over the finite elements of x
+ *   gs   = 2688.0f / amax  (448 * 6; one IEEE fp32 division)
+ *   gs   = 1.0f when amax == 0 (also for an empty x), FLT_MAX when the
+ *          division overflows (amax < ~7.9e-36).
+ * global_scale must not overlap x. CUDA: three launches (a 4-byte memset,
+ * a max-reduction into global_scale's own word with atomicMax on the float
+ * bits, a one-thread finalize); no workspace. */
+INGOT_API ingot_status ingot_nvfp4_global_scale(ingot_context_t ctx, const ingot_tensor *x,
+                                                const ingot_tensor *global_scale,
+                                                struct CUstream_st *stream);
+
+/* out [rows, cols] (BF16 or F32, any row stride) <- the NVFP4 matrix given by
+ * values [rows, cols/2] U8 (any row stride), its swizzled scales (padding
+ * not read) and global_scale[0] (F32 [1]), by the rule above. cols % 16 == 0.
+ * CUDA: one launch. */
+INGOT_API ingot_status ingot_nvfp4_dequantize(ingot_context_t ctx, const ingot_tensor *values,
+                                              const ingot_tensor *scales,
+                                              const ingot_tensor *global_scale,
+                                              const ingot_tensor *out,
+                                              struct CUstream_st *stream);
+
+/* Swizzled <-> linear scales of a [rows, cols] matrix.
+ *   linear    [rows, cols/16] U8 or F8_E4M3, any row stride
+ *   swizzled  the 128x4 buffer of [rows, cols] (see the format notes)
+ * swizzle writes every byte of `swizzled` (padding 0); unswizzle reads only
+ * the non-padding bytes. CUDA: one launch each. */
+INGOT_API ingot_status ingot_nvfp4_swizzle_scales(ingot_context_t ctx,
+                                                  const ingot_tensor *linear,
+                                                  const ingot_tensor *swizzled,
+                                                  struct CUstream_st *stream);
+INGOT_API ingot_status ingot_nvfp4_unswizzle_scales(ingot_context_t ctx,
+                                                    const ingot_tensor *swizzled,
+                                                    const ingot_tensor *linear,
+                                                    struct CUstream_st *stream);
+
+/* Flags of ingot_nvfp4_quantize_gate_up. */
+enum {
+  /* Compute global_scale[0] from gate and up first (the rule of
+   * ingot_nvfp4_global_scale over both matrices) and quantize with it;
+   * without the flag global_scale is an input. */
+  INGOT_NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE = 1u << 0
+};
+
+/* Weight preparation for the fused gate/up + GeGLU GEMM: gate [H, K] and up
+ * [H, K] (same dtype: BF16, F16 or F32; any row strides; K % 16 == 0) are
+ * interleaved pairwise into W [2H, K] (row 2j = gate row j, row 2j+1 = up
+ * row j) and W is quantized exactly as ingot_nvfp4_quantize would quantize
+ * it, with ONE global scale:
+ *   values  [2H, K/2] U8, any row stride
+ *   scales  the swizzled buffer of [2H, K]
+ *   global_scale F32 [1]: read, or written first when flags has
+ *           INGOT_NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE
+ *   nonfinite_count  NULL or U32 [1], as for ingot_nvfp4_quantize.
+ * flags: OR of INGOT_NVFP4_GATE_UP_* (others must be 0). CUDA: one launch,
+ * four with the compute flag (memset, amax, finalize, quantize). */
+INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
+                                                    const ingot_tensor *gate,
+                                                    const ingot_tensor *up,
+                                                    const ingot_tensor *global_scale,
+                                                    uint32_t flags,
+                                                    const ingot_tensor *values,
+                                                    const ingot_tensor *scales,
+                                                    const ingot_tensor *nonfinite_count,
+                                                    struct CUstream_st *stream);
+
 #ifdef __cplusplus
 }
 #endif

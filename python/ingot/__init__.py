@@ -38,6 +38,21 @@ from .ngram import (
     ngram_gather,
     ngram_row_ids,
 )
+from .nvfp4 import (
+    E2M1_VALUES,
+    NVFP4_BLOCK,
+    NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE,
+    NVFP4_SCALE_COLS,
+    NVFP4_SCALE_ROWS,
+    nvfp4_dequantize,
+    nvfp4_global_scale,
+    nvfp4_quantize,
+    nvfp4_quantize_gate_up,
+    nvfp4_scale_offset,
+    nvfp4_scale_shape,
+    nvfp4_swizzle_scales,
+    nvfp4_unswizzle_scales,
+)
 
 __version__ = "0.1.0"
 
@@ -46,4 +61,9 @@ __all__ = [
     "backend_available", "ingot_ngram_config", "ingot_tensor", "last_error", "lib",
     "library_path", "ngram_commit_context", "ngram_embed", "ngram_gather", "ngram_row_ids",
     "reinterpret", "status_name", "status_string", "version", "version_number",
+    # NVFP4
+    "E2M1_VALUES", "NVFP4_BLOCK", "NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE", "NVFP4_SCALE_COLS",
+    "NVFP4_SCALE_ROWS", "nvfp4_dequantize", "nvfp4_global_scale", "nvfp4_quantize",
+    "nvfp4_quantize_gate_up", "nvfp4_scale_offset", "nvfp4_scale_shape", "nvfp4_swizzle_scales",
+    "nvfp4_unswizzle_scales",
 ]

@@ -82,6 +82,14 @@ _PROTOTYPES = {
     "ingot_ngram_commit_context": (_int, [_vp, _C, _T, _T, _T, _vp]),
     "ingot_ngram_gather": (_int, [_vp, _T, _T, ctypes.c_float, _T, _vp]),
     "ingot_ngram_embed": (_int, [_vp, _C, _T, _T, _T, _T, ctypes.c_float, _T, _vp]),
+    # NVFP4 (python/ingot/nvfp4.py)
+    "ingot_nvfp4_scale_shape": (_int, [_i64, _i64, _P(_i64), _P(_i64)]),
+    "ingot_nvfp4_quantize": (_int, [_vp, _T, _T, _T, _T, _T, _vp]),
+    "ingot_nvfp4_global_scale": (_int, [_vp, _T, _T, _vp]),
+    "ingot_nvfp4_dequantize": (_int, [_vp, _T, _T, _T, _T, _vp]),
+    "ingot_nvfp4_swizzle_scales": (_int, [_vp, _T, _T, _vp]),
+    "ingot_nvfp4_unswizzle_scales": (_int, [_vp, _T, _T, _vp]),
+    "ingot_nvfp4_quantize_gate_up": (_int, [_vp, _T, _T, _T, ctypes.c_uint32, _T, _T, _T, _vp]),
 }
 
 

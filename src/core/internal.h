@@ -93,6 +93,36 @@ typedef struct ingot_bf16_matrix {
   int64_t stride;
 } ingot_bf16_matrix;
 
+/* ---- NVFP4 argument bundles ------------------------------------------------ */
+
+/* A dense [rows, cols] source matrix. Row r is row r of data[0], or, when
+ * interleave is 1, row r >> 1 of data[r & 1] (gate/up weight preparation:
+ * data[0] = gate, data[1] = up, rows = 2H). */
+typedef struct ingot_nvfp4_source {
+  const void *data[2];
+  int64_t stride[2];        /* elements between rows of data[0] / data[1] */
+  ingot_dtype dtype;        /* BF16, F16 or F32 (both matrices) */
+  int32_t interleave;       /* 0 or 1 */
+  int64_t rows, cols;       /* of the (interleaved) matrix */
+} ingot_nvfp4_source;
+
+/* A packed NVFP4 [rows, cols] matrix (cols % 16 == 0). */
+typedef struct ingot_nvfp4_packed {
+  uint8_t *values;          /* [rows, cols/2] */
+  int64_t values_stride;    /* bytes between rows */
+  uint8_t *scales;          /* 128x4 swizzled, scale_rows x scale_cols bytes */
+  int64_t rows, cols;
+  int64_t scale_rows;       /* round_up(rows, 128) */
+  int64_t scale_cols;       /* round_up(cols / 16, 4) */
+} ingot_nvfp4_packed;
+
+/* A dense [rows, cols] output matrix. */
+typedef struct ingot_nvfp4_dense {
+  void *data;
+  ingot_dtype dtype;        /* BF16 or F32 */
+  int64_t stride;           /* elements between rows */
+} ingot_nvfp4_dense;
+
 /* ---- backend op table ---------------------------------------------------- */
 
 typedef struct ingot_backend_ops {
@@ -117,6 +147,26 @@ typedef struct ingot_backend_ops {
   ingot_status (*ngram_embed)(struct ingot_context *ctx, const ingot_ngram_config *cfg,
                               const ingot_ngram_batch *batch, const ingot_ngram_table *table,
                               ingot_bf16_matrix out, struct CUstream_st *stream);
+
+  /* NVFP4. global_scale points at one float in the context's memory. */
+  ingot_status (*nvfp4_global_scale)(struct ingot_context *ctx, const ingot_nvfp4_source *x,
+                                     float *global_scale, struct CUstream_st *stream);
+  /* nonfinite_count may be NULL. Writes every value byte and every byte of
+   * the scale buffer (padding 0). */
+  ingot_status (*nvfp4_quantize)(struct ingot_context *ctx, const ingot_nvfp4_source *x,
+                                 const float *global_scale, const ingot_nvfp4_packed *out,
+                                 uint32_t *nonfinite_count, struct CUstream_st *stream);
+  ingot_status (*nvfp4_dequantize)(struct ingot_context *ctx, const ingot_nvfp4_packed *in,
+                                   const float *global_scale, ingot_nvfp4_dense out,
+                                   struct CUstream_st *stream);
+  /* linear [rows, scale_cols_used] (byte row stride) <-> swizzled (all of
+   * scale_rows x scale_cols written by swizzle). */
+  ingot_status (*nvfp4_swizzle_scales)(struct ingot_context *ctx, const uint8_t *linear,
+                                       int64_t linear_stride, const ingot_nvfp4_packed *layout,
+                                       struct CUstream_st *stream);
+  ingot_status (*nvfp4_unswizzle_scales)(struct ingot_context *ctx,
+                                         const ingot_nvfp4_packed *layout, uint8_t *linear,
+                                         int64_t linear_stride, struct CUstream_st *stream);
 } ingot_backend_ops;
 
 extern const ingot_backend_ops ingot_cpu_backend_ops;

@@ -20,4 +20,9 @@ const ingot_backend_ops ingot_cpu_backend_ops = {
     /* .ngram_commit_context = */ ingot_cpu_ngram_commit_context,
     /* .ngram_gather         = */ ingot_cpu_ngram_gather,
     /* .ngram_embed          = */ ingot_cpu_ngram_embed,
+    /* .nvfp4_global_scale   = */ ingot_cpu_nvfp4_global_scale,
+    /* .nvfp4_quantize       = */ ingot_cpu_nvfp4_quantize,
+    /* .nvfp4_dequantize     = */ ingot_cpu_nvfp4_dequantize,
+    /* .nvfp4_swizzle_scales = */ ingot_cpu_nvfp4_swizzle_scales,
+    /* .nvfp4_unswizzle_scales = */ ingot_cpu_nvfp4_unswizzle_scales,
 };

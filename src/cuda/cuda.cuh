@@ -20,4 +20,20 @@ ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram
                                     const ingot_ngram_table *table, ingot_bf16_matrix out,
                                     struct CUstream_st *stream);
 
+ingot_status ingot_cuda_nvfp4_global_scale(struct ingot_context *ctx, const ingot_nvfp4_source *x,
+                                           float *global_scale, struct CUstream_st *stream);
+ingot_status ingot_cuda_nvfp4_quantize(struct ingot_context *ctx, const ingot_nvfp4_source *x,
+                                       const float *global_scale, const ingot_nvfp4_packed *out,
+                                       uint32_t *nonfinite_count, struct CUstream_st *stream);
+ingot_status ingot_cuda_nvfp4_dequantize(struct ingot_context *ctx, const ingot_nvfp4_packed *in,
+                                         const float *global_scale, ingot_nvfp4_dense out,
+                                         struct CUstream_st *stream);
+ingot_status ingot_cuda_nvfp4_swizzle_scales(struct ingot_context *ctx, const uint8_t *linear,
+                                             int64_t linear_stride,
+                                             const ingot_nvfp4_packed *layout,
+                                             struct CUstream_st *stream);
+ingot_status ingot_cuda_nvfp4_unswizzle_scales(struct ingot_context *ctx,
+                                               const ingot_nvfp4_packed *layout, uint8_t *linear,
+                                               int64_t linear_stride, struct CUstream_st *stream);
+
 #endif

@@ -1,0 +1,376 @@
+"""NVFP4: E2M1 values, E4M3 block scales, an fp32 global scale (spec/nvfp4.md,
+the NVFP4 section of ingot.h).
+
+Format. A [rows, cols] matrix (cols % 16 == 0) is stored as
+  values  [rows, cols/2] uint8: E2M1 codes, two per byte, the even element in
+          the LOW nibble; code = sign << 3 | index, magnitudes
+          {0, 0.5, 1, 1.5, 2, 3, 4, 6} at index 0..7.
+  scales  one E4M3 byte sf per 16 consecutive elements of a row, in the
+          CUTLASS / FlashInfer "128x4" swizzled layout: a buffer of
+          [round_up(rows, 128), round_up(cols/16, 4)] bytes (padding 0),
+          uint8 or float8_e4m3fn, 2-D [Rp, Kp] or 1-D [Rp * Kp], contiguous;
+          see :func:`nvfp4_scale_offset`.
+  gs      the global scale, the ENCODE multiplier (conventionally
+          448 * 6 / amax): an F32 array of one element [1] in the context's
+          memory (device memory on CUDA).
+An element decodes as e2m1 * float(sf) / gs.
+
+Quantization of a block of 16 (every step one IEEE fp32 operation, round to
+nearest even, identical on every backend):
+  amax = max |x_i| over the block's finite elements (0 if none)
+  sf   = E4M3(gs * (amax / 6)), saturating at 448; 0 if gs is not finite or
+         not > 0. If sf == 0 every code is 0; else
+  code_i = E2M1(x_i * (gs / float(sf))), ties to the even index, |y| > 6
+         saturates to 6, sign kept (-0.0 and small negatives give code 8);
+         NaN -> code 0, +Inf -> 0x7, -Inf -> 0xF (neither counts in amax).
+
+Each op takes the Context first. Arrays are torch tensors, numpy arrays or
+DLPack / array-interface objects (see ingot._tensor); the last dimension
+must be contiguous, rows may be strided. Outputs are allocated like the
+main input when not given (torch: same device; numpy: bf16 as
+ml_dtypes.bfloat16 if installed, else uint16 bits); pass them explicitly for
+CUDA-graph capture. CUDA contexts run on ``stream`` (default: the current
+torch stream of the context's device). Errors raise IngotError with the
+library's text.
+"""
+
+import ctypes
+import numbers
+import operator
+import sys
+
+from ._core import DType, check
+from ._lib import lib
+from ._tensor import describe
+
+NVFP4_BLOCK = 16
+"""Elements per E4M3 block scale."""
+NVFP4_SCALE_ROWS = 128
+"""The swizzled scale layout pads rows to a multiple of this."""
+NVFP4_SCALE_COLS = 4
+"""... and scale columns (cols / 16) to a multiple of this."""
+NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE = 1 << 0
+"""Flag of ``ingot_nvfp4_quantize_gate_up``: compute the global scale first."""
+
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0,
+               -6.0)
+"""The value of each E2M1 code 0..15."""
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+
+
+def nvfp4_scale_shape(rows, cols):
+    """Shape of the swizzled scale buffer of a [rows, cols] matrix
+    (``ingot_nvfp4_scale_shape``): ``(round_up(rows, 128), round_up(cols/16, 4))``;
+    the buffer has their product in bytes. rows >= 0, cols >= 0,
+    cols % 16 == 0 (IngotError otherwise)."""
+    sr, sc = ctypes.c_int64(), ctypes.c_int64()
+    check(lib.ingot_nvfp4_scale_shape(_int64("rows", rows), _int64("cols", cols),
+                                      ctypes.byref(sr), ctypes.byref(sc)))
+    return sr.value, sc.value
+
+
+def nvfp4_scale_offset(row, scale_col, cols):
+    """Byte offset of the scale of ``row``, scale column ``scale_col``
+    (= element column // 16) in the 128x4 swizzled buffer of a matrix with
+    ``cols`` element columns (``ingot_nvfp4_scale_offset``). With
+    KT = ceil(cols/16 / 4):
+
+        (row//128)*KT*512 + (scale_col//4)*512 + (row%32)*16 + ((row%128)//32)*4
+        + scale_col%4
+
+    Works on ints and elementwise on integer numpy arrays / torch tensors.
+    No checks: 0 <= row, 0 <= scale_col < round_up(cols/16, 4)."""
+    kt = (cols // 16 + 3) // 4
+    return ((row // 128) * kt * 512 + (scale_col // 4) * 512 + (row % 32) * 16
+            + ((row % 128) // 32) * 4 + scale_col % 4)
+
+
+# ---- ops ------------------------------------------------------------------------------------
+
+
+def nvfp4_global_scale(ctx, x, out=None, stream=None):
+    """The conventional encode multiplier of a tensor (``ingot_nvfp4_global_scale``):
+
+        amax = max |x| over the finite elements of x
+        gs   = 2688 / amax   (448 * 6; one fp32 division)
+        gs   = 1.0 when amax == 0 (or x is empty); FLT_MAX when the division
+               overflows (amax < ~7.9e-36)
+
+    x    [rows, cols] bfloat16, float16 or float32, any cols, any row stride.
+    out  float32 [1] (written; must not overlap x); allocated like x when None.
+    Returns out. CUDA: three launches, no host sync (out stays on the device).
+    """
+    s = ctx._stream(stream)
+    xd = _arg(ctx, x, "x", s)
+    if out is None:
+        out = _empty(xd, "global_scale", (1,), DType.F32)
+    o = _arg(ctx, out, "global_scale", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_global_scale, xd.ref(), o.ref(), s)
+    return out
+
+
+def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_count=None,
+                   stream=None):
+    """Quantizes x to NVFP4 with the global scale gs (``ingot_nvfp4_quantize``),
+    by the rule of the module docstring.
+
+    x             [rows, cols] bfloat16, float16 or float32; cols % 16 == 0;
+                  any row stride.
+    global_scale  float32 [1] in the context's memory (see
+                  :func:`nvfp4_global_scale`), or a Python float (copied into a
+                  new array like x: not for CUDA-graph capture).
+    values        uint8 [rows, cols/2] (any row stride); allocated when None.
+    scales        the swizzled buffer [round_up(rows,128), round_up(cols/16,4)],
+                  uint8 or float8_e4m3fn (2-D, or 1-D of the product),
+                  contiguous; padding bytes written as 0. Allocated (uint8,
+                  2-D) when None.
+    nonfinite_count  None, or a uint32 [1] counter: the op ADDS the number of
+                  NaN / Inf elements of x (int32 arrays: pass
+                  ``ingot.reinterpret(c, "u32")``).
+    Outputs must not overlap the inputs or each other. Returns
+    ``(values, scales)``. CUDA: one launch.
+    """
+    s = ctx._stream(stream)
+    xd = _arg(ctx, x, "x", s)
+    g = _arg(ctx, _scalar_like(ctx, xd, global_scale), "global_scale", s)
+    rows_cols = _matrix_shape(xd)
+    if rows_cols is not None:
+        rows, cols = rows_cols
+        if values is None:
+            values = _empty(xd, "values", (rows, cols // 2), DType.U8)
+        if scales is None and cols % NVFP4_BLOCK == 0:
+            scales = _empty(xd, "scales", nvfp4_scale_shape(rows, cols), DType.U8)
+    v = _arg(ctx, values, "values", s, writable=True)
+    sc = _arg(ctx, scales, "scales", s, writable=True)
+    c = _arg(ctx, nonfinite_count, "nonfinite_count", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_quantize, xd.ref(), g.ref(), _ref(v), _ref(sc), _ref(c), s)
+    return values, scales
+
+
+def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", stream=None):
+    """Decodes an NVFP4 matrix (``ingot_nvfp4_dequantize``):
+
+        out[r, c] = (e2m1(code[r, c]) * float(sf[r, c // 16])) / gs
+
+    (the product is exact; one fp32 rounding; bfloat16 out rounds once more,
+    to nearest even). A NaN result (an sf byte 0x7F / 0xFF) and every element
+    when gs is not finite or not > 0 is the quiet NaN 0x7FC00000 (bf16
+    0x7FC0). Exact for gs = 1 (or any power of two in range).
+
+    values        uint8 [rows, cols/2], any row stride.
+    scales        the swizzled buffer of [rows, cols] (padding not read).
+    global_scale  float32 [1] in the context's memory, or a Python float.
+    out           [rows, cols] float32 or bfloat16, any row stride; allocated
+                  when None with ``dtype`` ("f32" or "bf16"), cols =
+                  2 * values.shape[1].
+    Returns out. CUDA: one launch.
+    """
+    s = ctx._stream(stream)
+    v = _arg(ctx, values, "values", s)
+    sc = _arg(ctx, scales, "scales", s)
+    g = _arg(ctx, _scalar_like(ctx, v, global_scale), "global_scale", s)
+    if out is None:
+        rows_cols = _matrix_shape(v)
+        if rows_cols is not None:
+            out_dtype = DType.parse(dtype)
+            if out_dtype not in (DType.F32, DType.BF16):
+                raise ValueError(f"dtype: {dtype!r}, expected 'f32' or 'bf16'")
+            out = _empty(v, "out", (rows_cols[0], 2 * rows_cols[1]), out_dtype)
+    o = _arg(ctx, out, "out", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_dequantize, v.ref(), sc.ref(), g.ref(), _ref(o), s)
+    return out
+
+
+def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
+    """Linear -> 128x4 swizzled block scales (``ingot_nvfp4_swizzle_scales``):
+
+        out[nvfp4_scale_offset(r, k, cols)] = linear[r, k],   cols = 16 * linear.shape[1]
+
+    linear  [rows, cols/16] uint8 or float8_e4m3fn, any row stride.
+    out     the swizzled buffer [round_up(rows,128), round_up(cols/16,4)]
+            (uint8 / float8_e4m3fn, 2-D or 1-D, contiguous); every byte is
+            written, padding 0. Allocated like linear (uint8) when None.
+    Returns out. CUDA: one launch.
+    """
+    s = ctx._stream(stream)
+    lin = _arg(ctx, linear, "linear", s)
+    if out is None:
+        rows_cols = _matrix_shape(lin)
+        if rows_cols is not None:
+            out = _empty(lin, "swizzled", nvfp4_scale_shape(rows_cols[0], 16 * rows_cols[1]),
+                         DType.U8)
+    o = _arg(ctx, out, "swizzled", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_swizzle_scales, lin.ref(), _ref(o), s)
+    return out
+
+
+def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream=None):
+    """128x4 swizzled -> linear block scales (``ingot_nvfp4_unswizzle_scales``):
+
+        out[r, k] = swizzled[nvfp4_scale_offset(r, k, cols)]
+
+    swizzled  the swizzled buffer of a [rows, cols] matrix (only non-padding
+              bytes are read).
+    out       [rows, cols/16] uint8 or float8_e4m3fn, any row stride;
+              allocated (uint8) when None, which needs ``rows`` and ``cols``
+              (the element columns; the padded buffer does not tell them).
+    Returns out. CUDA: one launch.
+    """
+    s = ctx._stream(stream)
+    sw = _arg(ctx, swizzled, "swizzled", s)
+    if out is None:
+        if rows is None or cols is None:
+            raise ValueError("nvfp4_unswizzle_scales: pass rows and cols (the matrix's shape), "
+                             "or out=")
+        rows, cols = _int64("rows", rows), _int64("cols", cols)
+        if cols % NVFP4_BLOCK != 0:
+            raise ValueError(f"cols: {cols}, expected a multiple of {NVFP4_BLOCK}")
+        out = _empty(sw, "linear", (rows, cols // NVFP4_BLOCK), DType.U8)
+    o = _arg(ctx, out, "linear", s, writable=True)
+    if rows is not None and o.shape[:1] != (rows,):
+        raise ValueError(f"out: shape {o.shape}, expected [{rows}, cols/16]")
+    if cols is not None and o.shape[1:] != (cols // NVFP4_BLOCK,):
+        raise ValueError(f"out: shape {o.shape}, expected [rows, {cols // NVFP4_BLOCK}]")
+    _run(ctx, lib.ingot_nvfp4_unswizzle_scales, sw.ref(), o.ref(), s)
+    return out
+
+
+def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scale=None,
+                           values=None, scales=None, nonfinite_count=None, stream=None):
+    """Weight preparation for the fused gate/up + GeGLU GEMM
+    (``ingot_nvfp4_quantize_gate_up``): interleaves
+
+        W[2j] = gate[j],  W[2j + 1] = up[j]      (W [2H, K])
+
+    and quantizes W exactly as :func:`nvfp4_quantize` would, with ONE global
+    scale.
+
+    gate, up      [H, K] of the same dtype (bfloat16, float16 or float32),
+                  any row strides; K % 16 == 0.
+    global_scale  float32 [1] in the context's memory (or a Python float when
+                  it is an input). None: allocated, and computed.
+    compute_global_scale  True: first write global_scale[0] <- the rule of
+                  :func:`nvfp4_global_scale` over gate and up together
+                  (INGOT_NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE); False: read it.
+                  Default: True iff global_scale is None.
+    values        uint8 [2H, K/2]; scales the swizzled buffer of [2H, K];
+                  nonfinite_count as for nvfp4_quantize. Allocated when None.
+    Returns ``(values, scales, global_scale)``. CUDA: one launch (four with
+    the compute flag).
+    """
+    s = ctx._stream(stream)
+    g = _arg(ctx, gate, "gate", s)
+    u = _arg(ctx, up, "up", s)
+    if compute_global_scale is None:
+        compute_global_scale = global_scale is None
+    if global_scale is None:
+        if not compute_global_scale:
+            raise ValueError("global_scale: None, but compute_global_scale is False")
+        global_scale = _empty(g, "global_scale", (1,), DType.F32)
+    elif compute_global_scale and not _is_array(global_scale):
+        raise TypeError("global_scale: with compute_global_scale it is an output: pass an array")
+    global_scale = _scalar_like(ctx, g, global_scale)
+    gs = _arg(ctx, global_scale, "global_scale", s, writable=bool(compute_global_scale))
+    rows_cols = _matrix_shape(g)
+    if rows_cols is not None:
+        h, k = rows_cols
+        if values is None:
+            values = _empty(g, "values", (2 * h, k // 2), DType.U8)
+        if scales is None and k % NVFP4_BLOCK == 0:
+            scales = _empty(g, "scales", nvfp4_scale_shape(2 * h, k), DType.U8)
+    v = _arg(ctx, values, "values", s, writable=True)
+    sc = _arg(ctx, scales, "scales", s, writable=True)
+    c = _arg(ctx, nonfinite_count, "nonfinite_count", s, writable=True)
+    flags = NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE if compute_global_scale else 0
+    _run(ctx, lib.ingot_nvfp4_quantize_gate_up, g.ref(), u.ref(), gs.ref(), ctypes.c_uint32(flags),
+         _ref(v), _ref(sc), _ref(c), s)
+    return values, scales, global_scale
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _int64(name, value):
+    v = operator.index(value)
+    if not -(1 << 63) <= v < 1 << 63:
+        raise OverflowError(f"{name}: {v} does not fit in int64")
+    return v
+
+
+def _arg(ctx, obj, name, stream, writable=False):
+    """The descriptor of ``obj`` (None stays None), checked to be memory the
+    context can reach (a CUDA pointer handed to the CPU would crash it)."""
+    if obj is None:
+        return None
+    d = describe(obj, name, stream, writable)
+    kind, index = d.device
+    if kind == "cuda" and ctx.backend == "cpu":
+        raise ValueError(f"{name}: CUDA memory given to a CPU context")
+    if (kind == "cpu" and ctx.backend == "cuda" and d.framework == "torch"
+            and not d.obj.is_pinned()):
+        raise ValueError(f"{name}: a (pageable) CPU tensor given to a CUDA context")
+    if kind == "cuda" and index is not None and index != ctx.device:
+        raise ValueError(f"{name}: on cuda:{index}, but the context is on device {ctx.device}")
+    return d
+
+
+def _ref(d):
+    return d.ref() if d is not None else None
+
+
+def _run(ctx, fn, *args):
+    handle = ctx.handle
+    check(fn(handle, *args), handle)
+
+
+def _matrix_shape(d):
+    """(rows, cols) of a 2-D descriptor, else None (the library then reports
+    the bad input by name)."""
+    return d.shape if d.tensor.ndim == 2 else None
+
+
+def _is_array(obj):
+    return not isinstance(obj, numbers.Real)
+
+
+def _scalar_like(ctx, like, value):
+    """``value`` as given when it is an array; a Python number becomes a new
+    float32 [1] array in the memory of ``like`` (a Described)."""
+    if _is_array(value):
+        return value
+    if like.framework == "torch":
+        torch = sys.modules["torch"]
+        return torch.tensor([float(value)], dtype=torch.float32, device=like.obj.device)
+    if like.device[0] != "cpu" or ctx.backend != "cpu":
+        raise TypeError("global_scale: pass a float32 [1] device array (a Python float is only "
+                        "converted for torch tensors and numpy arrays on the CPU)")
+    import numpy
+
+    return numpy.array([value], dtype=numpy.float32)
+
+
+def _empty(like, name, shape, dtype):
+    """A new array of ``shape`` and ``dtype`` (U8, F32, BF16) from the library
+    of ``like`` (a Described): torch on the same device, else numpy (CPU)."""
+    if like.framework == "torch":
+        torch = sys.modules["torch"]
+        torch_dtype = {DType.U8: torch.uint8, DType.F32: torch.float32,
+                       DType.BF16: torch.bfloat16}[dtype]
+        return torch.empty(shape, dtype=torch_dtype, device=like.obj.device)
+    if like.device[0] != "cpu":
+        raise TypeError(f"{name}: pass it explicitly for CUDA arrays that are not torch tensors "
+                        "(the wrapper only allocates torch tensors and numpy arrays)")
+    import numpy
+
+    if dtype == DType.BF16:
+        try:
+            import ml_dtypes
+
+            np_dtype = ml_dtypes.bfloat16
+        except ImportError:
+            np_dtype = numpy.uint16
+    else:
+        np_dtype = {DType.U8: numpy.uint8, DType.F32: numpy.float32}[dtype]
+    return numpy.empty(shape, dtype=np_dtype)
