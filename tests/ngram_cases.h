@@ -74,6 +74,27 @@ static inline ngram_case ngram_random_case(int n, int64_t B, int64_t max_len, in
   return c;
 }
 
+/* A config with random multipliers and random (not necessarily prime) moduli
+ * in [1, max_p], a quarter of them tiny. */
+static inline ingot_ngram_config ngram_random_config(int n, int hpn, int64_t boundary,
+                                                     int64_t max_p) {
+  ingot_ngram_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.n = n;
+  cfg.heads_per_order = hpn;
+  cfg.num_heads = hpn * (n - 1);
+  cfg.boundary_token = boundary;
+  for (int i = 0; i < n; i++) cfg.multipliers[i] = (int64_t)(test_rand() | 1u);
+  int64_t off = 0;
+  for (int h = 0; h < cfg.num_heads; h++) {
+    int64_t p = test_rand() % 4 == 0 ? test_rand_range(1, 7) : test_rand_range(1, max_p);
+    cfg.primes[h] = p;
+    cfg.offsets[h] = off;
+    off += p;
+  }
+  return cfg;
+}
+
 /* Copies int64 values to a buffer of `dtype` (I32 truncates: values were
  * drawn in range). Returns a malloc'd buffer. */
 static inline void *ngram_pack(const int64_t *v, int64_t count, ingot_dtype dtype) {

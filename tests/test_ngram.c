@@ -22,23 +22,8 @@ static ingot_ngram_config toy_config(int64_t boundary) {
   return cfg;
 }
 
-/* A config with random (not necessarily prime) moduli and multipliers. */
 static ingot_ngram_config random_config(int n, int hpn, int64_t boundary) {
-  ingot_ngram_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.n = n;
-  cfg.heads_per_order = hpn;
-  cfg.num_heads = hpn * (n - 1);
-  cfg.boundary_token = boundary;
-  for (int i = 0; i < n; i++) cfg.multipliers[i] = (int64_t)(test_rand() | 1u);
-  int64_t off = 0;
-  for (int h = 0; h < cfg.num_heads; h++) {
-    int64_t p = test_rand() % 4 == 0 ? test_rand_range(1, 7) : test_rand_range(1, INT64_C(1) << 40);
-    cfg.primes[h] = p;
-    cfg.offsets[h] = off;
-    off += p;
-  }
-  return cfg;
+  return ngram_random_config(n, hpn, boundary, INT64_C(1) << 40);
 }
 
 /* Runs ingot_ngram_row_ids on the CPU for case c with the given dtypes. */

@@ -48,24 +48,6 @@ static void *host_copy(const void *dev, size_t bytes) {
   return h;
 }
 
-static ingot_ngram_config random_config(int n, int hpn, int64_t boundary, int64_t max_p) {
-  ingot_ngram_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.n = n;
-  cfg.heads_per_order = hpn;
-  cfg.num_heads = hpn * (n - 1);
-  cfg.boundary_token = boundary;
-  for (int i = 0; i < n; i++) cfg.multipliers[i] = (int64_t)(test_rand() | 1u);
-  int64_t off = 0;
-  for (int h = 0; h < cfg.num_heads; h++) {
-    int64_t p = test_rand() % 4 == 0 ? test_rand_range(1, 7) : test_rand_range(1, max_p);
-    cfg.primes[h] = p;
-    cfg.offsets[h] = off;
-    off += p;
-  }
-  return cfg;
-}
-
 /* A batch on both sides: host buffers for the CPU context, device copies. */
 typedef struct two_sided {
   ingot_dtype id_dt, cu_dt;
@@ -134,7 +116,7 @@ static int test_row_ids_random(void) {
     ingot_dtype id_dt = test_rand() & 1 ? INGOT_DTYPE_I32 : INGOT_DTYPE_I64;
     ingot_dtype cu_dt = test_rand() & 1 ? INGOT_DTYPE_I32 : INGOT_DTYPE_I64;
     int64_t E = ngram_random_token(id_dt, 0);
-    ingot_ngram_config cfg = random_config(n, hpn, E, INT64_MAX / 128);
+    ingot_ngram_config cfg = ngram_random_config(n, hpn, E, INT64_MAX / 128);
     ngram_case c = ngram_random_case(n, test_rand_range(0, 300), 40, id_dt, E);
     two_sided s;
     two_sided_make(&s, &c, id_dt, cu_dt);
@@ -177,7 +159,7 @@ static int test_commit_random(void) {
     int n = (int)test_rand_range(2, INGOT_NGRAM_MAX_N);
     ingot_dtype id_dt = test_rand() & 1 ? INGOT_DTYPE_I32 : INGOT_DTYPE_I64;
     ingot_dtype cu_dt = test_rand() & 1 ? INGOT_DTYPE_I32 : INGOT_DTYPE_I64;
-    ingot_ngram_config cfg = random_config(n, 1, 0, 1000);
+    ingot_ngram_config cfg = ngram_random_config(n, 1, 0, 1000);
     ngram_case c = ngram_random_case(n, test_rand_range(1, 600), 12, id_dt, 0);
     two_sided s;
     two_sided_make(&s, &c, id_dt, cu_dt);
@@ -308,7 +290,7 @@ static int test_embed(void) {
     int n = (int)test_rand_range(2, 6);
     ingot_dtype id_dt = test_rand() & 1 ? INGOT_DTYPE_I32 : INGOT_DTYPE_I64;
     int64_t E = ngram_random_token(id_dt, 0);
-    ingot_ngram_config cfg = random_config(n, (int)test_rand_range(1, 4), E, 3000);
+    ingot_ngram_config cfg = ngram_random_config(n, (int)test_rand_range(1, 4), E, 3000);
     int64_t R = 2000 + test_rand_range(0, 3000); /* some rows beyond the table */
     int64_t D = test_rand() & 1 ? 160 : test_rand_range(1, 50);
     size_t tbytes = (size_t)(R * D) * ingot_dtype_size(dt);
