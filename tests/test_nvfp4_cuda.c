@@ -5,11 +5,8 @@
  * bf16 / f32, swizzle / unswizzle, the device-side global scale, gate/up
  * preparation; the same in the INGOT_FORCE_REFERENCE mode; CUDA-graph
  * capture and replay with new inputs equal to eager. Skipped (exit 77)
- * without a GPU.
- *
- * INGOT_NVFP4_BENCH=1 adds a bandwidth measurement of quantize / dequantize
- * (bf16 [16384, 16384] and [968, 16384]) against a device-to-device copy of
- * the same number of bytes, measured in the same run.
+ * without a GPU. Speed is measured by `ingot bench --filter nvfp4`
+ * (tools/bench_nvfp4.c), not here.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -598,122 +595,6 @@ static int test_graph_replay(void) {
   return 0;
 }
 
-/* ---- benchmark ---------------------------------------------------------------------------------- */
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-typedef enum { OP_QUANTIZE, OP_DEQUANTIZE, OP_AMAX, OP_COPY, OP_QUANTIZE_MODE0 } bench_op;
-
-/* Median microseconds per op: graphs of `per_graph` ops rotating over `sets`
- * buffer sets (working set larger than L2), 3 warm-up replays, 25 timed. */
-static float bench(bench_op op, int64_t rows, int64_t cols, int sets, size_t copy_bytes) {
-  int64_t sr = 0, sc = 0;
-  ingot_nvfp4_scale_shape(rows, cols, &sr, &sc);
-  size_t xb = (size_t)(rows * cols) * 2, vb = (size_t)(rows * cols / 2), sb = (size_t)(sr * sc);
-  void *x[16] = {0}, *v[16] = {0}, *s[16] = {0}, *g = NULL;
-  for (int i = 0; i < sets; i++) {
-    size_t a = op == OP_COPY ? copy_bytes : xb, b = op == OP_COPY ? copy_bytes : vb;
-    if (cudaMalloc(&x[i], a) || cudaMalloc(&v[i], b) || cudaMalloc(&s[i], sb ? sb : 1)) return -1;
-    cudaMemset(x[i], 0x3c, a); /* bf16 ~1.0-ish values */
-    cudaMemset(v[i], 0x2a, b);
-    cudaMemset(s[i], 0x38, sb ? sb : 1);
-  }
-  cudaMalloc(&g, 4);
-  float one = 1.0f;
-  cudaMemcpy(g, &one, 4, cudaMemcpyHostToDevice);
-  int per_graph = sets < 8 ? 8 : sets;
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
-  for (int k = 0; k < per_graph; k++) {
-    int i = k % sets;
-    ingot_tensor tx = ingot_tensor_2d(x[i], INGOT_DTYPE_BF16, rows, cols, cols);
-    ingot_tensor tg = ingot_tensor_1d(g, INGOT_DTYPE_F32, 1);
-    ingot_tensor tv = ingot_tensor_2d(v[i], INGOT_DTYPE_U8, rows, cols / 2, cols / 2);
-    ingot_tensor ts = ingot_tensor_1d(s[i], INGOT_DTYPE_U8, sr * sc);
-    if (op == OP_QUANTIZE) ingot_nvfp4_quantize(gpu, &tx, &tg, &tv, &ts, NULL, stream);
-    if (op >= OP_QUANTIZE_MODE0) {
-      ingot_nvfp4_source src = {{x[i], x[i]}, {cols, cols}, INGOT_DTYPE_BF16, 0, rows, cols};
-      ingot_nvfp4_packed pk = {(uint8_t *)v[i], cols / 2, (uint8_t *)s[i], rows, cols, sr, sc};
-      ingot_cuda_nvfp4_quantize_mode(gpu, &src, (const float *)g, &pk, NULL,
-                                     (int)(op - OP_QUANTIZE_MODE0), stream);
-    }
-    if (op == OP_DEQUANTIZE) ingot_nvfp4_dequantize(gpu, &tv, &ts, &tg, &tx, stream);
-    if (op == OP_AMAX) ingot_nvfp4_global_scale(gpu, &tx, &tg, stream);
-    if (op == OP_COPY) cudaMemcpyAsync(v[i], x[i], copy_bytes, cudaMemcpyDeviceToDevice, stream);
-  }
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  float t[25];
-  for (int r = 0; r < 3; r++) cudaGraphLaunch(exec, stream);
-  for (int r = 0; r < 25; r++) {
-    cudaEventRecord(e0, stream);
-    cudaGraphLaunch(exec, stream);
-    cudaEventRecord(e1, stream);
-    cudaEventSynchronize(e1);
-    cudaEventElapsedTime(&t[r], e0, e1);
-    t[r] = t[r] * 1000.0f / (float)per_graph;
-  }
-  qsort(t, 25, sizeof t[0], cmp_float);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  for (int i = 0; i < sets; i++) cudaFree(x[i]), cudaFree(v[i]), cudaFree(s[i]);
-  cudaFree(g);
-  return cudaGetLastError() == cudaSuccess ? t[12] : -1.0f;
-}
-
-static int test_bench(void) {
-  const char *env = getenv("INGOT_NVFP4_BENCH");
-  if (env == NULL || env[0] == '\0' || strcmp(env, "0") == 0) return TEST_SKIP_CODE;
-  int dev = 0;
-  struct cudaDeviceProp prop;
-  cudaGetDevice(&dev);
-  cudaGetDeviceProperties(&prop, dev);
-  printf("  bench on %s (L2 %d MiB)\n", prop.name, prop.l2CacheSize >> 20);
-  static const int64_t shapes[][2] = {{16384, 16384}, {968, 16384}};
-  for (int i = 0; i < 2; i++) {
-    int64_t rows = shapes[i][0], cols = shapes[i][1], sr = 0, sc = 0;
-    ingot_nvfp4_scale_shape(rows, cols, &sr, &sc);
-    size_t xb = (size_t)(rows * cols) * 2, vb = (size_t)(rows * cols / 2), sb = (size_t)(sr * sc);
-    size_t moved = xb + vb + sb; /* quantize: read x, write values + scales; dequantize mirrors */
-    int sets = (int)((size_t)(400u << 20) / moved) + 1;
-    if (sets > 16) sets = 16;
-    float tq = bench(OP_QUANTIZE, rows, cols, sets, 0);
-    float td = bench(OP_DEQUANTIZE, rows, cols, sets, 0);
-    float ta = bench(OP_AMAX, rows, cols, sets, 0);
-    float tc = bench(OP_COPY, rows, cols, sets, moved / 2);
-    float copy_gbs = (float)moved / tc / 1e3f;
-    printf("  bf16 [%lld, %lld], %d buffer sets, %.1f MB moved per op:\n", (long long)rows,
-           (long long)cols, sets, (double)moved / 1e6);
-    printf("    D2D copy of %.1f MB  %8.1f us  %7.1f GB/s (read + write)\n",
-           (double)(moved / 2) / 1e6, (double)tc, (double)copy_gbs);
-    float gq = (float)moved / tq / 1e3f, gd = (float)moved / td / 1e3f;
-    float ga = (float)xb / ta / 1e3f;
-    printf("    quantize             %8.1f us  %7.1f GB/s  %5.1f%% of copy\n", (double)tq,
-           (double)gq, (double)(100.0f * gq / copy_gbs));
-    for (int mode = 0; mode < QUANTIZE_MODES; mode++) {
-      float tm = bench((bench_op)(OP_QUANTIZE_MODE0 + mode), rows, cols, sets, 0);
-      float gm = (float)moved / tm / 1e3f;
-      printf("      quantize mode %d    %8.1f us  %7.1f GB/s  %5.1f%% of copy\n", mode,
-             (double)tm, (double)gm, (double)(100.0f * gm / copy_gbs));
-    }
-    printf("    dequantize -> bf16   %8.1f us  %7.1f GB/s  %5.1f%% of copy\n", (double)td,
-           (double)gd, (double)(100.0f * gd / copy_gbs));
-    printf("    global scale (3 ops) %8.1f us  %7.1f GB/s  %5.1f%% of copy (reads only)\n",
-           (double)ta, (double)ga, (double)(100.0f * ga / copy_gbs));
-    EXPECT(tq > 0 && td > 0 && ta > 0 && tc > 0, "benchmark failed");
-  }
-  return 0;
-}
-
 static int skip_no_device(void) {
   printf("SKIPPED test_nvfp4_cuda: no CUDA device\n");
   return TEST_SKIP_CODE;
@@ -745,7 +626,6 @@ int main(void) {
   test_run("gate_up", test_gate_up);
   test_run("nonfinite_counter", test_counter);
   test_run("graph_replay", test_graph_replay);
-  test_run("bench", test_bench);
   cudaStreamDestroy(stream);
   ingot_context_destroy(gpu_ref);
   ingot_context_destroy(gpu);

@@ -23,9 +23,10 @@
 typedef void (*bench_family_fn)(bench_registry *reg);
 
 /* Every op family's registration function, in table order. A new family
- * (e.g. tools/bench_nvfp4.c) adds its function here. */
+ * adds its function here. */
 static const bench_family_fn families[] = {
     bench_ngram_register,
+    bench_nvfp4_register,
 };
 
 /* ---- repetition counts ------------------------------------------------------------ */

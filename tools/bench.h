@@ -141,6 +141,7 @@ void bench_add(bench_registry *reg, const char *family, const char *op, const ch
  * One registration function per op family; bench.c calls each in turn. A new
  * family declares its function here and adds it to `families` in bench.c. */
 void bench_ngram_register(bench_registry *reg); /* tools/bench_ngram.c */
+void bench_nvfp4_register(bench_registry *reg); /* tools/bench_nvfp4.c */
 
 /* ---- messages --------------------------------------------------------------- */
 

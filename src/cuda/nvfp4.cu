@@ -37,10 +37,12 @@
  *                           that is provably exact, else 7 divisions) and
  *                           looked up per element with byte permutes
  *                           (bf16 out: 84-85% of copy on an H200).
- *   amax_kernel<V>          max of |x| over finite x, warp max-reduce, one
- *                           atomicMax per warp on the float bits (non-negative
- *                           floats order like their bits) into the global
- *                           scale's own word, cleared by a memset before;
+ *   amax_kernel<V>          max of |x| over finite x, reduced per warp
+ *                           (redux.sync) and then per block (shared memory),
+ *                           one atomicMax per block on the float bits
+ *                           (non-negative floats order like their bits) into
+ *                           the global scale's own word, cleared by a memset
+ *                           before;
  *   global_scale_finalize_kernel  one thread: word -> 2688 / amax.
  *   swizzle / unswizzle     one thread per 4 swizzled bytes / linear byte.
  *   *_ref_kernel            INGOT_FORCE_REFERENCE, and the fallback for data
@@ -523,8 +525,21 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+  // Block max, then one atomic per block: each warp reduces in registers
+  // (redux.sync), its lane 0 leaves the warp's max in shared memory, and the
+  // first warp reduces those. Every thread gets here (no early exit above).
+  // Integer max is exact and order-free: the result does not depend on how
+  // the threads are grouped.
+  constexpr int kWarps = kThreads / 32; // make_geometry: blockDim.x * blockDim.y == kThreads
+  __shared__ uint32_t warp_best[kWarps];
+  const int t = threadIdx.x + threadIdx.y * blockDim.x;
   best = __reduce_max_sync(0xffffffffu, best);
-  if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && best != 0) atomicMax(amax_bits, best);
+  if (t % 32 == 0) warp_best[t / 32] = best;
+  __syncthreads();
+  if (t < 32) {
+    best = __reduce_max_sync(0xffffffffu, t < kWarps ? warp_best[t] : 0u);
+    if (t == 0 && best != 0) atomicMax(amax_bits, best);
+  }
 }
 
 __global__ void global_scale_finalize_kernel(float *global_scale) {
