@@ -114,42 +114,6 @@ __device__ __forceinline__ int64_t floor_mod_fast(int64_t a, int64_t m) {
   return static_cast<int64_t>(um - 1 - c % um);
 }
 
-// Floor modulo without a 64-bit division (the division alone cost ~0.4 us of
-// a decode call on an H200). With inv_m = RN(1/m) from the host, the
-// quotient estimate q0 = trunc(u * inv_m) carries at most 4 roundings of
-// 2^-53 each: for m >= 2^13 (u < 2^63) it is within 1 of floor(u/m), so
-// r = u - q0*m lies in [-m, 2m) and one step corrects it; for m < 2^13,
-// |r| < 4096 + m < 2^14 and a 32-bit remainder finishes. m >= 2^62 (where
-// [-m, 2m) leaves int64) takes the plain division. Exact: byte-identical to
-// the CPU reference's signed remainder.
-__device__ __forceinline__ int64_t floor_mod_recip(int64_t a, int64_t m, double inv_m) {
-  if (m >= (INT64_C(1) << 62)) return floor_mod_fast(a, m);
-  const uint64_t u = a >= 0 ? static_cast<uint64_t>(a) : ~static_cast<uint64_t>(a);  // < 2^63
-  const uint64_t q0 = __double2ull_rz(__dmul_rn(__ull2double_rn(u), inv_m));
-  int64_t r = static_cast<int64_t>(u - q0 * static_cast<uint64_t>(m));
-  if (m < 8192) {
-    int32_t r32 = static_cast<int32_t>(r) % static_cast<int32_t>(m);
-    r = r32 < 0 ? r32 + m : r32;
-  } else if (r < 0) {
-    r += m;
-  } else if (r >= m) {
-    r -= m;
-  }
-  // for a < 0, a = -1 - u and floor_mod(a, m) = m - 1 - (u mod m)
-  return a >= 0 ? r : m - 1 - r;
-}
-
-// RN(1 / P[h]) per head, computed on the host by the launcher.
-struct HeadReciprocals {
-  double inv[INGOT_NGRAM_MAX_HEADS];
-};
-
-HeadReciprocals head_reciprocals(const ingot_ngram_config &cfg) {
-  HeadReciprocals r{};
-  for (int h = 0; h < cfg.num_heads; h++) r.inv[h] = 1.0 / static_cast<double>(cfg.primes[h]);
-  return r;
-}
-
 template <typename IdT, typename CuT>
 struct BatchView {
   const IdT *__restrict__ ids;
@@ -164,9 +128,8 @@ struct BatchView {
 };
 
 template <typename IdT, typename CuT>
-__device__ int64_t row_id(const ingot_ngram_config &cfg, const HeadReciprocals &recip,
-                          const BatchView<IdT, CuT> &v, const CuSeqlens<CuT> &cu, uint32_t t,
-                          int h) {
+__device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, CuT> &v,
+                          const CuSeqlens<CuT> &cu, uint32_t t, int h) {
   const int64_t b = find_request(cu, t);
   const int64_t local = static_cast<int64_t>(t) - cu.at(b);
   const int order = 2 + h / cfg.heads_per_order;  // k: uses x_0 .. x_{k-1}
@@ -183,14 +146,13 @@ __device__ int64_t row_id(const ingot_ngram_config &cfg, const HeadReciprocals &
     valid = valid && x != E;
     mix ^= static_cast<uint64_t>(valid ? x : E) * static_cast<uint64_t>(cfg.multipliers[s]);
   }
-  return floor_mod_recip(static_cast<int64_t>(mix), cfg.primes[h], recip.inv[h]) + cfg.offsets[h];
+  return floor_mod_fast(static_cast<int64_t>(mix), cfg.primes[h]) + cfg.offsets[h];
 }
 
 template <typename IdT, typename CuT>
 __global__ void __launch_bounds__(kThreads)
-    ngram_row_ids_kernel(const ingot_ngram_config cfg, const HeadReciprocals recip,
-                         const BatchView<IdT, CuT> v, int64_t *__restrict__ rows,
-                         int64_t rows_stride, uint32_t *errors) {
+    ngram_row_ids_kernel(const ingot_ngram_config cfg, const BatchView<IdT, CuT> v,
+                         int64_t *__restrict__ rows, int64_t rows_stride, uint32_t *errors) {
   __shared__ int64_t cu_cache[kCuCacheEntries];
   const CuSeqlens<CuT> cu = v.cu_seqlens(cu_cache);
   if (!block_load_cu_seqlens(cu, v.num_tokens)) {
@@ -204,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
     uint32_t t = i / H;
     int h = static_cast<int>(i - t * H);
-    rows[static_cast<int64_t>(t) * rows_stride + h] = row_id(cfg, recip, v, cu, t, h);
+    rows[static_cast<int64_t>(t) * rows_stride + h] = row_id(cfg, v, cu, t, h);
   }
 }
 
@@ -358,10 +320,9 @@ template <typename IdT, typename CuT>
 struct ComputedRows {
   static constexpr bool kUsesCuSeqlens = true;
   ingot_ngram_config cfg;
-  HeadReciprocals recip;
   BatchView<IdT, CuT> v;
   __device__ int64_t operator()(int64_t *cu_cache, uint32_t t, int h) const {
-    return row_id(cfg, recip, v, v.cu_seqlens(cu_cache), t, h);
+    return row_id(cfg, v, v.cu_seqlens(cu_cache), t, h);
   }
   __device__ bool batch_valid(int64_t *cu_cache, uint32_t *errors) const {
     if (block_load_cu_seqlens(v.cu_seqlens(cu_cache), v.num_tokens)) return true;
@@ -599,8 +560,7 @@ ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngr
       using IdT = decltype(id);
       using CuT = decltype(cu);
       ngram_row_ids_kernel<IdT, CuT><<<grid, kThreads, 0, stream>>>(
-          *cfg, head_reciprocals(*cfg), batch_view<IdT, CuT>(*batch), rows.data, rows.stride,
-          ctx->device_errors);
+          *cfg, batch_view<IdT, CuT>(*batch), rows.data, rows.stride, ctx->device_errors);
     });
   }
   return ingot_cuda_check_launch(ctx, op);
@@ -671,7 +631,7 @@ ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram
     with_index_types(*batch, [&](auto id, auto cu) {
       using IdT = decltype(id);
       using CuT = decltype(cu);
-      ComputedRows<IdT, CuT> source{*cfg, head_reciprocals(*cfg), batch_view<IdT, CuT>(*batch)};
+      ComputedRows<IdT, CuT> source{*cfg, batch_view<IdT, CuT>(*batch)};
       launch_gather(ctx, source, batch->num_tokens, cfg->num_heads, *table, out, stream);
     });
   }
