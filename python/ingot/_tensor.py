@@ -20,9 +20,10 @@ synchronise it first.
 """
 
 import ctypes
+import operator
 import sys
 
-from ._core import DType
+from ._core import DType, check
 from ._lib import TENSOR_MAX_DIMS, ingot_tensor
 
 
@@ -266,10 +267,11 @@ def allocate(like, name, shape, dtype):
     a numpy array (bf16: ml_dtypes.bfloat16 if installed, else uint16)."""
     if like.framework == "torch":
         torch = sys.modules["torch"]
-        torch_dtype = {DType.I64: torch.int64, DType.BF16: torch.bfloat16}[dtype]
+        torch_dtype = {DType.I64: torch.int64, DType.I32: torch.int32, DType.U8: torch.uint8,
+                       DType.F32: torch.float32, DType.BF16: torch.bfloat16}[dtype]
         return torch.empty(shape, dtype=torch_dtype, device=like.obj.device)
     if like.device[0] != "cpu":
-        raise TypeError(f"{name}: pass out= for CUDA arrays that are not torch tensors "
+        raise TypeError(f"{name}: pass {name}= explicitly for CUDA arrays that are not torch tensors "
                         "(the wrapper only allocates torch tensors and numpy arrays)")
     import numpy
 
@@ -281,5 +283,46 @@ def allocate(like, name, shape, dtype):
         except ImportError:
             np_dtype = numpy.uint16
     else:
-        np_dtype = {DType.I64: numpy.int64}[dtype]
+        np_dtype = {DType.I64: numpy.int64, DType.I32: numpy.int32, DType.U8: numpy.uint8,
+                    DType.F32: numpy.float32}[dtype]
     return numpy.empty(shape, dtype=np_dtype)
+
+
+# ---- shared by the op modules --------------------------------------------------------------
+
+
+def int64_arg(name, value):
+    """``value`` as a Python int that fits int64, else OverflowError naming ``name``."""
+    v = operator.index(value)
+    if not -(1 << 63) <= v < 1 << 63:
+        raise OverflowError(f"{name}: {v} does not fit in int64")
+    return v
+
+
+def op_arg(ctx, obj, name, stream, writable=False):
+    """The descriptor of ``obj`` (None stays None), checked to be memory the
+    context can reach: a CUDA pointer handed to the CPU, or a pageable torch
+    CPU tensor handed to a CUDA context, would crash the process."""
+    if obj is None:
+        return None
+    d = describe(obj, name, stream, writable)
+    kind, index = d.device
+    if kind == "cuda" and ctx.backend == "cpu":
+        raise ValueError(f"{name}: CUDA memory given to a CPU context")
+    if (kind == "cpu" and ctx.backend == "cuda" and d.framework == "torch"
+            and not d.obj.is_pinned()):
+        raise ValueError(f"{name}: a (pageable) CPU tensor given to a CUDA context")
+    if kind == "cuda" and index is not None and index != ctx.device:
+        raise ValueError(f"{name}: on cuda:{index}, but the context is on device {ctx.device}")
+    return d
+
+
+def ref(d):
+    """A pointer to ``d``'s C descriptor, or NULL for None."""
+    return d.ref() if d is not None else None
+
+
+def run(ctx, fn, *args):
+    """Calls the library function ``fn`` on ``ctx``; raises IngotError on failure."""
+    handle = ctx.handle
+    check(fn(handle, *args), handle)

@@ -21,7 +21,11 @@ import operator
 
 from ._core import DType, check
 from ._lib import NGRAM_MAX_HEADS, NGRAM_MAX_N, ingot_ngram_config, lib
-from ._tensor import allocate, describe
+from ._tensor import allocate
+from ._tensor import int64_arg as _int64
+from ._tensor import op_arg as _arg
+from ._tensor import ref as _ref
+from ._tensor import run as _run
 
 
 def _int(name, value, bits):
@@ -33,10 +37,6 @@ def _int(name, value, bits):
 
 def _int32(name, value):
     return _int(name, value, 32)
-
-
-def _int64(name, value):
-    return _int(name, value, 64)
 
 
 def _int64_list(name, values, count, limit):
@@ -140,29 +140,6 @@ def _config(cfg):
     if not isinstance(cfg, NgramConfig):
         raise TypeError(f"cfg: {type(cfg).__name__}, expected ingot.NgramConfig")
     return ctypes.byref(cfg.struct)
-
-
-def _arg(ctx, obj, name, stream, writable=False):
-    """The descriptor of ``obj``, checked to be memory ``ctx`` can reach
-    (a CUDA pointer handed to the CPU would crash it)."""
-    if obj is None:
-        return None
-    d = describe(obj, name, stream, writable)
-    kind, index = d.device
-    if kind == "cuda" and ctx.backend == "cpu":
-        raise ValueError(f"{name}: CUDA memory given to a CPU context")
-    if kind == "cuda" and index is not None and index != ctx.device:
-        raise ValueError(f"{name}: on cuda:{index}, but the context is on device {ctx.device}")
-    return d
-
-
-def _ref(d):
-    return d.ref() if d is not None else None
-
-
-def _run(ctx, fn, *args):
-    handle = ctx.handle
-    check(fn(handle, *args), handle)
 
 
 def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):

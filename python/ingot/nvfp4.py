@@ -36,12 +36,15 @@ library's text.
 
 import ctypes
 import numbers
-import operator
 import sys
 
 from ._core import DType, check
 from ._lib import lib
-from ._tensor import describe
+from ._tensor import allocate as _empty
+from ._tensor import int64_arg as _int64
+from ._tensor import op_arg as _arg
+from ._tensor import ref as _ref
+from ._tensor import run as _run
 
 NVFP4_BLOCK = 16
 """Elements per E4M3 block scale."""
@@ -292,39 +295,6 @@ def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scal
 # ---- helpers ----------------------------------------------------------------------------------
 
 
-def _int64(name, value):
-    v = operator.index(value)
-    if not -(1 << 63) <= v < 1 << 63:
-        raise OverflowError(f"{name}: {v} does not fit in int64")
-    return v
-
-
-def _arg(ctx, obj, name, stream, writable=False):
-    """The descriptor of ``obj`` (None stays None), checked to be memory the
-    context can reach (a CUDA pointer handed to the CPU would crash it)."""
-    if obj is None:
-        return None
-    d = describe(obj, name, stream, writable)
-    kind, index = d.device
-    if kind == "cuda" and ctx.backend == "cpu":
-        raise ValueError(f"{name}: CUDA memory given to a CPU context")
-    if (kind == "cpu" and ctx.backend == "cuda" and d.framework == "torch"
-            and not d.obj.is_pinned()):
-        raise ValueError(f"{name}: a (pageable) CPU tensor given to a CUDA context")
-    if kind == "cuda" and index is not None and index != ctx.device:
-        raise ValueError(f"{name}: on cuda:{index}, but the context is on device {ctx.device}")
-    return d
-
-
-def _ref(d):
-    return d.ref() if d is not None else None
-
-
-def _run(ctx, fn, *args):
-    handle = ctx.handle
-    check(fn(handle, *args), handle)
-
-
 def _matrix_shape(d):
     """(rows, cols) of a 2-D descriptor, else None (the library then reports
     the bad input by name)."""
@@ -351,26 +321,3 @@ def _scalar_like(ctx, like, value):
     return numpy.array([value], dtype=numpy.float32)
 
 
-def _empty(like, name, shape, dtype):
-    """A new array of ``shape`` and ``dtype`` (U8, F32, BF16) from the library
-    of ``like`` (a Described): torch on the same device, else numpy (CPU)."""
-    if like.framework == "torch":
-        torch = sys.modules["torch"]
-        torch_dtype = {DType.U8: torch.uint8, DType.F32: torch.float32,
-                       DType.BF16: torch.bfloat16}[dtype]
-        return torch.empty(shape, dtype=torch_dtype, device=like.obj.device)
-    if like.device[0] != "cpu":
-        raise TypeError(f"{name}: pass it explicitly for CUDA arrays that are not torch tensors "
-                        "(the wrapper only allocates torch tensors and numpy arrays)")
-    import numpy
-
-    if dtype == DType.BF16:
-        try:
-            import ml_dtypes
-
-            np_dtype = ml_dtypes.bfloat16
-        except ImportError:
-            np_dtype = numpy.uint16
-    else:
-        np_dtype = {DType.U8: numpy.uint8, DType.F32: numpy.float32}[dtype]
-    return numpy.empty(shape, dtype=np_dtype)
