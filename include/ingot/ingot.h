@@ -494,6 +494,252 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
                                                     const ingot_tensor *nonfinite_count,
                                                     struct CUstream_st *stream);
 
+/* ------------------------------------------------------------------------ */
+/* Sampling                                                                  */
+/* ------------------------------------------------------------------------ */
+/*
+ * One sampling step for B rows (requests) over a vocabulary of V tokens
+ * (spec/sampling.md; design notes in docs/sampling.md): masks and logit
+ * bias, temperature, top-k, top-p, min-p, a seeded draw or greedy, the
+ * drawn token's log-probabilities and the top-n (token, logprob) pairs,
+ * in one call. Rows are independent: a row's result depends only on its
+ * own logits, masks and parameters, never on its index, on B or on the
+ * other rows (a NaN or fully masked row poisons nothing else).
+ *
+ * Inputs
+ *   logits [B, V]  F32, BF16 or F16; any row stride, last dimension
+ *                  contiguous. 1 <= V <= 2^31 - 1, B <= 2^31 - 1; B = 0 is
+ *                  a successful no-op. Any value may be -Inf, +Inf or NaN.
+ *   params         an ingot_sampling_params (below; NULL: every field
+ *                  absent). Its tensors live in the context's memory:
+ *                  device (or pinned host) memory on CUDA, host memory on
+ *                  the CPU, so a CUDA graph replays them with new values.
+ *
+ * Per row r (x_i = logits[r, i] converted exactly to fp32):
+ *  1. Bias and masks. l_i = x_i + b_1 + b_2 + ... over the bias entries
+ *     (r, i, b) in list order (fp32 additions). Token i is ALLOWED iff its
+ *     bit in allowed[r] is 1 (when a bitmask is given), no banned entry
+ *     (r, i) exists, and l_i is finite: -Inf masks a token, and NaN or +Inf
+ *     (in x_i or in l_i) is treated as masked and sets
+ *     INGOT_SAMPLING_ROW_NAN.
+ *  2. No allowed token: the row is EMPTY (INGOT_SAMPLING_ROW_EMPTY): token
+ *     -1, probabilities 0, log-probabilities -Inf.
+ *  3. m = max of the allowed l_i; T = temperature[r].
+ *     T == 0 (greedy): the token is the lowest allowed id with l_i == m;
+ *     the final distribution is one-hot on it (top-k/p, min-p, seed and
+ *     position are not used).
+ *     T > 0: s_i = (l_i - m) / T for allowed i (one fp32 subtraction, one
+ *     IEEE division; s_i <= 0, s = 0 at the maximum) and
+ *     w_i = ingot_sampling_exp(s_i) (fp32, in [0, 1]). RANK ORDER sorts the
+ *     allowed tokens by s_i descending, then by id ascending.
+ *  4. Filters (T > 0), each exact, each keeping a prefix of rank order:
+ *     top-k: k = top_k[r]; if 0 < k < (allowed count) keep the first k in
+ *            rank order: exactly k tokens; among equal values at the
+ *            boundary the lowest ids are kept.
+ *     top-p: p = top_p[r]; if p < 1, keep the shortest rank-order prefix
+ *            of the top-k set K whose cumulative sum of w reaches
+ *            p * sum_K w (the top-k-renormalised mass reaches p).
+ *     min-p: q = min_p[r]; if q > 0, drop every token with
+ *            s_i < ingot_sampling_log(q), i.e. with probability below
+ *            q * p_max (q = 1 keeps the tokens equal to the maximum).
+ *     The FINAL set F keeps the maximum token whatever the parameters, so
+ *     it is never empty; a token whose s_i is -Inf (underflow of the
+ *     division) is dropped. Final distribution: p_i = w_i / sum_F w for i
+ *     in F, 0 elsewhere (w_i, and so p_i, underflows to 0 for s_i < -104;
+ *     such a token is never drawn).
+ *  5. Draw (T > 0): token = argmax over i in F of s_i + g_i (one fp32
+ *     addition; lowest id on ties), g_i = ingot_sampling_gumbel(seed[r],
+ *     position[r], i): Gumbel-max, an exact draw from the final
+ *     distribution up to fp32 rounding of the keys. The draw depends only
+ *     on (seed, position, the row's logits, masks and parameters).
+ *
+ * The generator (bit-exact, the same on every backend):
+ *   (x0, x1, x2, x3) = Philox-4x32-10(counter = {i, 0, position & 0xffffffff,
+ *                      position >> 32}, key = {seed & 0xffffffff, seed >> 32})
+ *   (Random123's philox4x32, 10 rounds);
+ *   u = (1 + (x0 >> 9) 2^-23) 2^-(1 + clz(x1)), clz(0) = 32: the fp32 with
+ *       exponent field 126 - clz(x1) and mantissa x0 >> 9, in
+ *       [2^-33, 1 - 2^-24], never 0 or 1, uniform up to the float grid;
+ *   g = -log(-log(1 - u)) evaluated with ingot's portable fp32 log (single
+ *       IEEE operations only; src/common/sampling_ref.h).
+ * Because s_i, w_i and g_i are computed with single IEEE operations, every
+ * backend draws the same token whenever it keeps the same final set; they
+ * can differ only when a top-p cumulative sum lies within float rounding of
+ * its threshold (backends sum in different orders; docs/sampling.md gives
+ * the measured rate).
+ *
+ * Parameter rules. Per-row values: temperature finite and >= 0; top_k >= 0
+ * (0 or >= V: off); top_p in (0, 1] (1: off); min_p in [0, 1] (0: off).
+ * CPU: checked before running; a bad value returns INVALID_ARGUMENT naming
+ * the element, nothing written. CUDA: values in device memory are checked
+ * on the device without a host read: a row with a bad value gets token -1
+ * and INGOT_SAMPLING_ROW_BAD_PARAMETER; other rows are unaffected.
+ *
+ * Sparse lists. banned [N, 2] I32 holds (row, token) pairs; bias_ids
+ * [M, 2] I32 (row, token) with bias_values [M] F32. Any row strides. An
+ * entry whose row is outside [0, B) is ignored: pad a fixed-capacity list
+ * with row = -1 to replay a CUDA graph with fewer entries. An entry with a
+ * row in range but a token outside [0, V) is ignored and sets
+ * INGOT_SAMPLING_ROW_BAD_ENTRY on that row.
+ *
+ * Common rules. Outputs must not overlap inputs, each other or the
+ * workspace. On any error nothing is written or launched. No op allocates,
+ * synchronises the host or reads device data from the host: a whole step is
+ * capturable in a CUDA graph. Scratch memory comes from the caller: ask
+ * *_workspace_size with the same shape and pass at least that many bytes,
+ * 16-byte aligned (workspace may be NULL when 0 bytes are needed); its
+ * contents on entry do not matter and are undefined after the call.
+ * The CUDA backend does not implement the sampling ops yet: its contexts
+ * return INGOT_STATUS_NOT_SUPPORTED ("not implemented on the CUDA backend
+ * yet") from every op of this section.
+ */
+
+/* Bits of the per-row status (row_status outputs). */
+enum {
+  INGOT_SAMPLING_ROW_EMPTY = 1u << 0,         /* no allowed token: token -1 */
+  INGOT_SAMPLING_ROW_NAN = 1u << 1,           /* a NaN or +Inf logit (masked) */
+  INGOT_SAMPLING_ROW_BAD_ENTRY = 1u << 2,     /* a banned/bias token outside [0, V) */
+  INGOT_SAMPLING_ROW_BAD_PARAMETER = 1u << 3  /* CUDA: a per-row value broke a rule */
+};
+
+#define INGOT_SAMPLING_STRUCT_VERSION 1 /* of the structs below */
+#define INGOT_SAMPLING_MAX_TOP 1024     /* largest n of the top-n outputs */
+
+/* Per-row parameters and masks. Every tensor is optional (NULL: absent).
+ * Start from INGOT_SAMPLING_PARAMS_INITIALIZER. */
+typedef struct ingot_sampling_params {
+  uint32_t struct_size;    /* sizeof(ingot_sampling_params) */
+  uint32_t struct_version; /* INGOT_SAMPLING_STRUCT_VERSION */
+  const ingot_tensor *temperature; /* F32 [B]; absent: 1 */
+  const ingot_tensor *top_k;       /* I32 [B]; absent: off */
+  const ingot_tensor *top_p;       /* F32 [B]; absent: off */
+  const ingot_tensor *min_p;       /* F32 [B]; absent: off */
+  const ingot_tensor *seed;        /* U64 or I64 (same bits) [B]; absent: 0 */
+  const ingot_tensor *position;    /* U64 or I64 [B], e.g. the token's index in
+                                    * its sequence; absent: 0 */
+  const ingot_tensor *allowed;     /* I32 or U32 [B, ceil(V/32)], any row
+                                    * stride: xgrammar's bitmask, token t is
+                                    * bit t & 31 (LSB first) of word t >> 5,
+                                    * 1 = allowed; bits past V are ignored */
+  const ingot_tensor *banned;      /* I32 [N, 2]: (row, token) pairs */
+  const ingot_tensor *bias_ids;    /* I32 [M, 2]: (row, token) pairs ... */
+  const ingot_tensor *bias_values; /* F32 [M]: ... and the added logit bias */
+} ingot_sampling_params;
+
+#define INGOT_SAMPLING_PARAMS_INITIALIZER                                          \
+  {                                                                                \
+    (uint32_t) sizeof(ingot_sampling_params), INGOT_SAMPLING_STRUCT_VERSION, NULL, \
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL                       \
+  }
+
+/* Flags of ingot_sampling_logprobs. */
+enum {
+  /* top-n pairs from the final distribution (after masks, bias, temperature
+   * and filters) instead of the raw one. */
+  INGOT_SAMPLING_TOP_FINAL = 1u << 0
+};
+
+/* Optional log-probability outputs of ingot_sample. Every tensor is
+ * optional (NULL: not written). Start from
+ * INGOT_SAMPLING_LOGPROBS_INITIALIZER.
+ *   token_logprob      F32 [B]: log p_i of the drawn token under the final
+ *                      distribution (0 for a greedy row; -Inf for an empty
+ *                      row).
+ *   token_raw_logprob  F32 [B]: its log-probability under the RAW
+ *                      distribution softmax(x / T') of the logits as given
+ *                      (before masks and bias; NaN and +-Inf entries left
+ *                      out), T' = T, or 1 for a greedy row. -Inf for an
+ *                      empty row.
+ *   top_ids [B, n] I32 and top_logprobs [B, n] F32 (either or both, same
+ *                      n, 0 <= n <= INGOT_SAMPLING_MAX_TOP; any row
+ *                      stride): the n most probable tokens of the raw
+ *                      distribution (of the final one with
+ *                      INGOT_SAMPLING_TOP_FINAL), most probable first,
+ *                      lowest id first among equal values, with their
+ *                      log-probabilities. Slots past the tokens with a
+ *                      finite log-probability hold id -1 and -Inf. */
+typedef struct ingot_sampling_logprobs {
+  uint32_t struct_size;    /* sizeof(ingot_sampling_logprobs) */
+  uint32_t struct_version; /* INGOT_SAMPLING_STRUCT_VERSION */
+  uint32_t flags;          /* OR of INGOT_SAMPLING_TOP_FINAL */
+  uint32_t reserved;       /* must be 0 */
+  const ingot_tensor *token_logprob;
+  const ingot_tensor *token_raw_logprob;
+  const ingot_tensor *top_ids;
+  const ingot_tensor *top_logprobs;
+} ingot_sampling_logprobs;
+
+#define INGOT_SAMPLING_LOGPROBS_INITIALIZER                                            \
+  {                                                                                    \
+    (uint32_t) sizeof(ingot_sampling_logprobs), INGOT_SAMPLING_STRUCT_VERSION, 0u, 0u, \
+        NULL, NULL, NULL, NULL                                                         \
+  }
+
+/* Bytes of workspace ingot_sample needs for logits [batch, vocab_size] of
+ * logits_dtype (F32, BF16 or F16) and top-n outputs of num_top columns
+ * (0 when none); the same for every params and flags. Depends on the
+ * context's backend and device; 0 for batch = 0. CPU: 12 * V + 8 * num_top
+ * rounded up to 16 (a row's values and a sort buffer, reused row after
+ * row). Returns INVALID_ARGUMENT (bad value, NULL bytes), NOT_SUPPORTED
+ * (CUDA, for now). */
+INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch,
+                                                   int64_t vocab_size, ingot_dtype logits_dtype,
+                                                   int64_t num_top, size_t *bytes);
+
+/* The sampling step, by the rules above.
+ *   logits      [B, V] F32 / BF16 / F16, any row stride
+ *   params      NULL or per-row parameters and masks
+ *   tokens      [B] I32 (written): the drawn token, -1 for an empty row (or,
+ *               on CUDA, a row with a bad parameter)
+ *   row_status  NULL or [B] U32 / I32 (written): OR of INGOT_SAMPLING_ROW_*
+ *   logprobs    NULL or the optional log-probability outputs
+ *   workspace   >= ingot_sample_workspace_size(ctx, B, V, dtype, n) bytes
+ * Nothing of size [B, V] is written. CPU: runs synchronously, stream NULL.
+ * Returns INVALID_ARGUMENT (shape, dtype, NULL, overlap, struct size or
+ * version, a per-row value on the CPU), INSUFFICIENT_WORKSPACE,
+ * NOT_SUPPORTED (CUDA, for now). */
+INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *logits,
+                                    const ingot_sampling_params *params,
+                                    const ingot_tensor *tokens, const ingot_tensor *row_status,
+                                    const ingot_sampling_logprobs *logprobs, void *workspace,
+                                    size_t workspace_bytes, struct CUstream_st *stream);
+
+/* Bytes of workspace ingot_sampling_softmax needs for logits
+ * [batch, vocab_size] of logits_dtype. CPU: 12 * V rounded up to 16 (0
+ * would do without top-k / top-p, but the size cannot depend on params). */
+INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t batch,
+                                                             int64_t vocab_size,
+                                                             ingot_dtype logits_dtype,
+                                                             size_t *bytes);
+
+/* probs [B, V] F32 (any row stride, written) <- the final distribution of
+ * every row, by the rules above (seed and position are not used):
+ *   - with only temperature (and masks) given: the temperature softmax
+ *     softmax((l - m) / T) over the allowed tokens, 0 elsewhere; finite
+ *     under any -Inf pattern; exactly 0 for masked tokens;
+ *   - with top_k / top_p / min_p: the renormalised filtered distribution;
+ *   - T == 0: one-hot on the greedy token; an EMPTY row: all zeros.
+ * Each probability is w_i / sum_F w rounded to fp32 (CPU: the sum in
+ * double precision). row_status: NULL or [B] U32 / I32, OR of
+ * INGOT_SAMPLING_ROW_*. Statuses as for ingot_sample. */
+INGOT_API ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *logits,
+                                              const ingot_sampling_params *params,
+                                              const ingot_tensor *probs,
+                                              const ingot_tensor *row_status, void *workspace,
+                                              size_t workspace_bytes,
+                                              struct CUstream_st *stream);
+
+/* The generator, on the host, for tests and for engines that must
+ * reproduce a draw (e.g. to verify speculative tokens): the uniform u and
+ * the Gumbel noise g of (seed, position, token) defined above, bit for bit
+ * what every backend uses. No context; never fails. */
+INGOT_API float ingot_sampling_uniform(uint64_t seed, uint64_t position, int32_t token);
+INGOT_API float ingot_sampling_gumbel(uint64_t seed, uint64_t position, int32_t token);
+/* The portable fp32 exp of step 3 (x <= 0; x > 0 counts as 0; within
+ * 1.3 ulp) and log of the min-p rule (x > 0 finite; within 1 ulp). */
+INGOT_API float ingot_sampling_exp(float x);
+INGOT_API float ingot_sampling_log(float x);
+
 #ifdef __cplusplus
 }
 #endif

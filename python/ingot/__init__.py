@@ -30,6 +30,7 @@ from ._core import (
     version_number,
 )
 from ._lib import ingot_ngram_config, ingot_tensor, lib, library_path
+from ._lib import ingot_sampling_logprobs, ingot_sampling_params
 from ._tensor import reinterpret
 from .ngram import (
     NgramConfig,
@@ -53,6 +54,23 @@ from .nvfp4 import (
     nvfp4_swizzle_scales,
     nvfp4_unswizzle_scales,
 )
+from .sampling import (
+    SAMPLING_MAX_TOP,
+    SAMPLING_ROW_BAD_ENTRY,
+    SAMPLING_ROW_BAD_PARAMETER,
+    SAMPLING_ROW_EMPTY,
+    SAMPLING_ROW_NAN,
+    SAMPLING_TOP_FINAL,
+    SampleResult,
+    sample,
+    sample_workspace_size,
+    sampling_exp,
+    sampling_gumbel,
+    sampling_log,
+    sampling_softmax,
+    sampling_softmax_workspace_size,
+    sampling_uniform,
+)
 
 __version__ = "0.1.0"
 
@@ -66,4 +84,10 @@ __all__ = [
     "NVFP4_SCALE_ROWS", "nvfp4_dequantize", "nvfp4_global_scale", "nvfp4_quantize",
     "nvfp4_quantize_gate_up", "nvfp4_scale_offset", "nvfp4_scale_shape", "nvfp4_swizzle_scales",
     "nvfp4_unswizzle_scales",
+    # Sampling
+    "SAMPLING_MAX_TOP", "SAMPLING_ROW_BAD_ENTRY", "SAMPLING_ROW_BAD_PARAMETER",
+    "SAMPLING_ROW_EMPTY", "SAMPLING_ROW_NAN", "SAMPLING_TOP_FINAL", "SampleResult",
+    "ingot_sampling_logprobs", "ingot_sampling_params", "sample",
+    "sample_workspace_size", "sampling_exp", "sampling_gumbel", "sampling_log",
+    "sampling_softmax", "sampling_softmax_workspace_size", "sampling_uniform",
 ]

@@ -56,6 +56,52 @@ class ingot_ngram_config(ctypes.Structure):
     ]
 
 
+SAMPLING_STRUCT_VERSION = 1
+SAMPLING_MAX_TOP = 1024
+
+
+class ingot_sampling_params(ctypes.Structure):
+    """Mirror of the C ``ingot_sampling_params``: struct_size, struct_version,
+    then ten ``const ingot_tensor *`` (NULL: absent). 88 bytes on LP64."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("struct_version", ctypes.c_uint32),
+        ("temperature", ctypes.POINTER(ingot_tensor)),
+        ("top_k", ctypes.POINTER(ingot_tensor)),
+        ("top_p", ctypes.POINTER(ingot_tensor)),
+        ("min_p", ctypes.POINTER(ingot_tensor)),
+        ("seed", ctypes.POINTER(ingot_tensor)),
+        ("position", ctypes.POINTER(ingot_tensor)),
+        ("allowed", ctypes.POINTER(ingot_tensor)),
+        ("banned", ctypes.POINTER(ingot_tensor)),
+        ("bias_ids", ctypes.POINTER(ingot_tensor)),
+        ("bias_values", ctypes.POINTER(ingot_tensor)),
+    ]
+
+    def __init__(self):
+        super().__init__(ctypes.sizeof(ingot_sampling_params), SAMPLING_STRUCT_VERSION)
+
+
+class ingot_sampling_logprobs(ctypes.Structure):
+    """Mirror of the C ``ingot_sampling_logprobs``: struct_size,
+    struct_version, flags, reserved, then four ``const ingot_tensor *``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("struct_version", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("token_logprob", ctypes.POINTER(ingot_tensor)),
+        ("token_raw_logprob", ctypes.POINTER(ingot_tensor)),
+        ("top_ids", ctypes.POINTER(ingot_tensor)),
+        ("top_logprobs", ctypes.POINTER(ingot_tensor)),
+    ]
+
+    def __init__(self):
+        super().__init__(ctypes.sizeof(ingot_sampling_logprobs), SAMPLING_STRUCT_VERSION)
+
+
 _P = ctypes.POINTER
 _int, _i32, _i64, _vp = ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
 _T, _C = _P(ingot_tensor), _P(ingot_ngram_config)
@@ -90,6 +136,17 @@ _PROTOTYPES = {
     "ingot_nvfp4_swizzle_scales": (_int, [_vp, _T, _T, _vp]),
     "ingot_nvfp4_unswizzle_scales": (_int, [_vp, _T, _T, _vp]),
     "ingot_nvfp4_quantize_gate_up": (_int, [_vp, _T, _T, _T, ctypes.c_uint32, _T, _T, _T, _vp]),
+    # Sampling (python/ingot/sampling.py)
+    "ingot_sample_workspace_size": (_int, [_vp, _i64, _i64, _int, _i64, _P(ctypes.c_size_t)]),
+    "ingot_sampling_softmax_workspace_size": (_int, [_vp, _i64, _i64, _int, _P(ctypes.c_size_t)]),
+    "ingot_sample": (_int, [_vp, _T, _P(ingot_sampling_params), _T, _T,
+                            _P(ingot_sampling_logprobs), _vp, ctypes.c_size_t, _vp]),
+    "ingot_sampling_softmax": (_int, [_vp, _T, _P(ingot_sampling_params), _T, _T, _vp,
+                                      ctypes.c_size_t, _vp]),
+    "ingot_sampling_uniform": (ctypes.c_float, [ctypes.c_uint64, ctypes.c_uint64, _i32]),
+    "ingot_sampling_gumbel": (ctypes.c_float, [ctypes.c_uint64, ctypes.c_uint64, _i32]),
+    "ingot_sampling_exp": (ctypes.c_float, [ctypes.c_float]),
+    "ingot_sampling_log": (ctypes.c_float, [ctypes.c_float]),
 }
 
 

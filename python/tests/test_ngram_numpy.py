@@ -1,7 +1,6 @@
 """Hashed n-gram ops on the CPU backend with numpy arrays, against
 spec_numpy.py (spec/ple.md written out independently of the C code)."""
 
-import os
 import sys
 
 import pytest
@@ -16,21 +15,6 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 SPEC_ROWS = [[883, 1988, 2795, 3714], [105, 1826, 2064, 3895], [365, 2017, 2662, 3065],
              [131, 1966, 2423, 3454], [364, 1785, 2045, 3807], [210, 1630, 2777, 3529]]
-
-
-@pytest.fixture
-def ctx():
-    with ingot.Context("cpu") as c:
-        yield c
-
-
-@pytest.fixture
-def rng():
-    """Fresh inputs per test; INGOT_TEST_SEED=<n> replays a run (the seed is
-    printed, and pytest shows it when the test fails)."""
-    seed = int(os.environ.get("INGOT_TEST_SEED") or np.random.SeedSequence().entropy)
-    print(f"INGOT_TEST_SEED={seed}")
-    return np.random.default_rng(seed)
 
 
 def bits(out):

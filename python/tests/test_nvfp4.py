@@ -4,7 +4,6 @@ roundings, independently of the C code): CPU with numpy arrays everywhere;
 with torch and a GPU also CUDA == CPU byte for byte, and CUDA-graph
 capture / replay."""
 
-import os
 
 import pytest
 
@@ -19,21 +18,6 @@ import spec_nvfp4 as spec  # noqa: E402
 BF16 = ml_dtypes.bfloat16
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": BF16}
 F32_MAX = np.finfo(np.float32).max
-
-
-@pytest.fixture
-def ctx():
-    with ingot.Context("cpu") as c:
-        yield c
-
-
-@pytest.fixture
-def rng():
-    """Fresh inputs per test; INGOT_TEST_SEED=<n> replays a run (the seed is
-    printed, and pytest shows it when the test fails)."""
-    seed = int(os.environ.get("INGOT_TEST_SEED") or np.random.SeedSequence().entropy)
-    print(f"INGOT_TEST_SEED={seed}")
-    return np.random.default_rng(seed)
 
 
 def random_matrix(rng, rows, cols, dtype, spread=True):

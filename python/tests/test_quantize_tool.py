@@ -51,13 +51,6 @@ def cli():
     return _cli()
 
 
-@pytest.fixture
-def rng():
-    seed = int(os.environ.get("INGOT_TEST_SEED") or np.random.SeedSequence().entropy)
-    print(f"INGOT_TEST_SEED={seed}")
-    return np.random.default_rng(seed)
-
-
 def run(cli, *args):
     return subprocess.run([cli, "quantize", *map(str, args)], capture_output=True, text=True)
 

@@ -123,6 +123,46 @@ typedef struct ingot_nvfp4_dense {
   int64_t stride;           /* elements between rows */
 } ingot_nvfp4_dense;
 
+/* ---- sampling argument bundles ------------------------------------------- */
+
+/* The inputs of one sampling call (softmax or sample). Absent parameters and
+ * masks are NULL; every pointer is in the context's memory. */
+typedef struct ingot_sampling_input {
+  const void *logits;        /* [B, V] */
+  ingot_dtype dtype;         /* F32, BF16 or F16 */
+  int64_t logits_stride;     /* elements between rows */
+  int64_t batch, vocab;      /* B >= 1, 1 <= V <= INT32_MAX */
+  const float *temperature;  /* [B] or NULL (1) */
+  const int32_t *top_k;      /* [B] or NULL (off) */
+  const float *top_p;        /* [B] or NULL (off) */
+  const float *min_p;        /* [B] or NULL (off) */
+  const uint64_t *seed;      /* [B] or NULL (0) */
+  const uint64_t *position;  /* [B] or NULL (0) */
+  const uint32_t *allowed;   /* [B, ceil(V/32)] words or NULL */
+  int64_t allowed_stride;    /* words between rows */
+  const int32_t *banned;     /* [num_banned, 2] (row, token) or NULL */
+  int64_t banned_stride;     /* elements between pairs */
+  int64_t num_banned;
+  const int32_t *bias_ids;   /* [num_bias, 2] (row, token) or NULL */
+  int64_t bias_ids_stride;
+  const float *bias_values;  /* [num_bias] */
+  int64_t num_bias;
+} ingot_sampling_input;
+
+/* The outputs of ingot_sample; everything but tokens may be NULL. */
+typedef struct ingot_sampling_output {
+  int32_t *tokens;           /* [B] */
+  uint32_t *row_status;      /* [B] */
+  float *token_logprob;      /* [B] */
+  float *token_raw_logprob;  /* [B] */
+  int32_t *top_ids;          /* [B, num_top] */
+  int64_t top_ids_stride;
+  float *top_logprobs;       /* [B, num_top] */
+  int64_t top_logprobs_stride;
+  int64_t num_top;           /* 0 when neither top output is given */
+  uint32_t flags;            /* INGOT_SAMPLING_TOP_FINAL */
+} ingot_sampling_output;
+
 /* ---- backend op table ---------------------------------------------------- */
 
 typedef struct ingot_backend_ops {
@@ -167,7 +207,37 @@ typedef struct ingot_backend_ops {
   ingot_status (*nvfp4_unswizzle_scales)(struct ingot_context *ctx,
                                          const ingot_nvfp4_packed *layout, uint8_t *linear,
                                          int64_t linear_stride, struct CUstream_st *stream);
+
+  /* Sampling. Entries may be NULL: core then returns NOT_SUPPORTED (see
+   * ingot_core_require_op). The size queries get validated shapes
+   * (batch >= 0, 1 <= vocab <= INT32_MAX, 0 <= num_top <= MAX_TOP); the ops
+   * get batch >= 1 and a workspace of at least the size their query gave. */
+  ingot_status (*sampling_softmax_workspace_size)(struct ingot_context *ctx, int64_t batch,
+                                                  int64_t vocab, ingot_dtype dtype,
+                                                  size_t *bytes);
+  /* probs [B, V] (row stride probs_stride); row_status may be NULL. */
+  ingot_status (*sampling_softmax)(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                   float *probs, int64_t probs_stride, uint32_t *row_status,
+                                   void *workspace, size_t workspace_bytes,
+                                   struct CUstream_st *stream);
+  ingot_status (*sample_workspace_size)(struct ingot_context *ctx, int64_t batch, int64_t vocab,
+                                        ingot_dtype dtype, int64_t num_top, size_t *bytes);
+  ingot_status (*sample)(struct ingot_context *ctx, const ingot_sampling_input *in,
+                         const ingot_sampling_output *out, void *workspace,
+                         size_t workspace_bytes, struct CUstream_st *stream);
 } ingot_backend_ops;
+
+/* Generic dispatch guard for optional op-table entries: returns SUCCESS
+ * when the context's backend has the entry (present != 0), else records
+ * "<op>: not implemented on the <CPU|CUDA> backend yet" and returns
+ * NOT_SUPPORTED. Use: ingot_core_require_op(ctx, op, ctx->ops->entry != NULL). */
+static inline ingot_status ingot_core_require_op(struct ingot_context *ctx, const char *op,
+                                                 int present) {
+  if (present) return INGOT_STATUS_SUCCESS;
+  return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                         "not implemented on the %s backend yet",
+                         ctx->backend == INGOT_BACKEND_CUDA ? "CUDA" : "CPU");
+}
 
 extern const ingot_backend_ops ingot_cpu_backend_ops;
 #ifdef INGOT_WITH_CUDA

@@ -25,4 +25,8 @@ const ingot_backend_ops ingot_cpu_backend_ops = {
     /* .nvfp4_dequantize     = */ ingot_cpu_nvfp4_dequantize,
     /* .nvfp4_swizzle_scales = */ ingot_cpu_nvfp4_swizzle_scales,
     /* .nvfp4_unswizzle_scales = */ ingot_cpu_nvfp4_unswizzle_scales,
+    /* .sampling_softmax_workspace_size = */ ingot_cpu_sampling_softmax_workspace_size,
+    /* .sampling_softmax     = */ ingot_cpu_sampling_softmax,
+    /* .sample_workspace_size = */ ingot_cpu_sample_workspace_size,
+    /* .sample               = */ ingot_cpu_sample,
 };

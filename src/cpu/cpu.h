@@ -36,4 +36,18 @@ ingot_status ingot_cpu_nvfp4_unswizzle_scales(struct ingot_context *ctx,
                                               const ingot_nvfp4_packed *layout, uint8_t *linear,
                                               int64_t linear_stride, struct CUstream_st *stream);
 
+ingot_status ingot_cpu_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
+                                                       int64_t vocab, ingot_dtype dtype,
+                                                       size_t *bytes);
+ingot_status ingot_cpu_sampling_softmax(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                        float *probs, int64_t probs_stride, uint32_t *row_status,
+                                        void *workspace, size_t workspace_bytes,
+                                        struct CUstream_st *stream);
+ingot_status ingot_cpu_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
+                                             int64_t vocab, ingot_dtype dtype, int64_t num_top,
+                                             size_t *bytes);
+ingot_status ingot_cpu_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
+                              const ingot_sampling_output *out, void *workspace,
+                              size_t workspace_bytes, struct CUstream_st *stream);
+
 #endif /* INGOT_CPU_CPU_H */

@@ -102,4 +102,9 @@ const ingot_backend_ops ingot_cuda_backend_ops = {
     /* .nvfp4_dequantize     = */ ingot_cuda_nvfp4_dequantize,
     /* .nvfp4_swizzle_scales = */ ingot_cuda_nvfp4_swizzle_scales,
     /* .nvfp4_unswizzle_scales = */ ingot_cuda_nvfp4_unswizzle_scales,
+    /* Sampling: not implemented on CUDA yet; core answers NOT_SUPPORTED. */
+    /* .sampling_softmax_workspace_size = */ nullptr,
+    /* .sampling_softmax     = */ nullptr,
+    /* .sample_workspace_size = */ nullptr,
+    /* .sample               = */ nullptr,
 };

@@ -1,0 +1,466 @@
+"""Sampling through the Python binding on the CPU backend, against numpy
+written here from the rules of ingot.h: an independent Philox-4x32-10 and
+uniform conversion (bit-exact), float64 softmax of the seed's masked rows,
+Gumbel-max draws rebuilt in numpy, sort-based top-k / top-p / min-p sets,
+log-probabilities and top-n, empty / NaN rows, batch invariance, errors;
+against torch.softmax when torch is installed; the struct layouts against
+the C header. CUDA contexts must answer NOT_SUPPORTED (for now)."""
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+import ingot  # noqa: E402
+from ingot._lib import ingot_sampling_logprobs, ingot_sampling_params  # noqa: E402
+
+INCLUDE_DIR = Path(__file__).resolve().parents[2] / "include"
+MASK32 = 0xFFFFFFFF
+
+
+# ---- the generator, written again in numpy ------------------------------------------------
+
+
+def philox4x32_10(ctr, key):
+    """Random123's philox4x32 with 10 rounds on uint64 arrays holding 32-bit words."""
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in ctr)
+    k0, k1 = (np.asarray(k, dtype=np.uint64) for k in key)
+    m32 = np.uint64(MASK32)
+    for r in range(10):
+        if r:
+            k0 = (k0 + np.uint64(0x9E3779B9)) & m32
+            k1 = (k1 + np.uint64(0xBB67AE85)) & m32
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & m32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & m32)
+    return c0, c1, c2, c3
+
+
+def uniform_np(seed, position, token):
+    """u of (seed, position, token) as float32 (arrays broadcast)."""
+    seed = np.asarray(seed, dtype=np.uint64)
+    position = np.asarray(position, dtype=np.uint64)
+    token = np.asarray(token, dtype=np.uint64)
+    m32 = np.uint64(MASK32)
+    x0, x1, _, _ = philox4x32_10(
+        (token, np.zeros_like(token), position & m32, position >> np.uint64(32)),
+        (seed & m32, seed >> np.uint64(32)))
+    bit_length = np.frexp(x1.astype(np.float64))[1]  # exact: x1 < 2^32; 0 for x1 = 0
+    z = 32 - bit_length
+    bits = ((126 - z).astype(np.uint64) << np.uint64(23)) | (x0 >> np.uint64(9))
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def gumbel_np(seed, position, token):
+    u = uniform_np(seed, position, token).astype(np.float64)
+    return -np.log(-np.log1p(-u))
+
+
+def test_philox_known_answers():
+    kat = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+           ((MASK32,) * 4, (MASK32,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+           ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for ctr, key, want in kat:
+        assert tuple(int(w) for w in philox4x32_10(ctr, key)) == want
+
+
+def test_uniform_and_gumbel_match_numpy(rng):
+    seeds = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+    seeds[:4] = [0, 1, 2**64 - 1, 2**63]
+    pos = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+    pos[:3] = [0, 2**32, 2**64 - 1]
+    tokens = rng.integers(0, 2**31, 3000)
+    want = uniform_np(seeds, pos, tokens)
+    got = np.array([ingot.sampling_uniform(int(s), int(p), int(t))
+                    for s, p, t in zip(seeds, pos, tokens)], dtype=np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert (got > 0).all() and (got < 1).all()
+    g = np.array([ingot.sampling_gumbel(int(s), int(p), int(t))
+                  for s, p, t in zip(seeds[:500], pos[:500], tokens[:500])])
+    np.testing.assert_allclose(g, gumbel_np(seeds[:500], pos[:500], tokens[:500]), rtol=1e-6,
+                               atol=1e-6)
+    # signed seeds are the same 64 bits
+    assert ingot.sampling_uniform(-1, 0, 5) == ingot.sampling_uniform(2**64 - 1, 0, 5)
+    with pytest.raises(OverflowError):
+        ingot.sampling_uniform(2**64, 0, 0)
+
+
+def test_portable_exp_log(rng):
+    x = -rng.random(20000, dtype=np.float32) * np.float32(104)
+    got = np.array([ingot.sampling_exp(v) for v in x[:2000]])
+    np.testing.assert_allclose(got, np.exp(x[:2000].astype(np.float64)), rtol=2.5e-7, atol=3e-45)
+    assert ingot.sampling_exp(0.0) == 1.0 and ingot.sampling_exp(float("-inf")) == 0.0
+    y = rng.random(2000) * 10
+    np.testing.assert_allclose([ingot.sampling_log(v) for v in y],
+                               np.log(y.astype(np.float32).astype(np.float64)), rtol=2e-7,
+                               atol=1e-7)
+    assert ingot.sampling_log(1.0) == 0.0
+
+
+# ---- softmax ----------------------------------------------------------------------------------
+
+
+def masked_rows(rng, B, V, kinds):
+    """Logits [B, V] (float32, N(0, 3)) with the seed's masks as -inf:
+    0: the first 16384 columns, 1: all but 3 ids, 2: a 20000-column block
+    in the middle, 3: none. Returns (x, mask) with mask True = masked."""
+    x = (rng.standard_normal((B, V)) * 3).astype(np.float32)
+    mask = np.zeros((B, V), dtype=bool)
+    for r, kind in enumerate(kinds):
+        if kind == 0:
+            mask[r, :16384] = True
+        elif kind == 1:
+            mask[r] = True
+            mask[r, rng.choice(V, 3, replace=False)] = False
+        elif kind == 2:
+            mask[r, V // 2 - 10000:V // 2 + 10000] = True
+    x[mask] = -np.inf
+    return x, mask
+
+
+def softmax64(x, temps):
+    x = x.astype(np.float64)
+    m = np.max(np.where(np.isfinite(x), x, -np.inf), axis=1, keepdims=True)
+    e = np.where(np.isfinite(x), np.exp((x - m) / temps[:, None].astype(np.float64)), 0.0)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("V", [151936, 201088, 262144])
+def test_softmax_seed_masked_rows(ctx, rng, V):
+    x, mask = masked_rows(rng, 4, V, [0, 1, 2, 3])
+    temps = (rng.random(4) * 1.7 + 0.3).astype(np.float32)
+    probs, status = ingot.sampling_softmax(ctx, x, temperature=temps)
+    assert np.isfinite(probs).all() and (status == 0).all()
+    assert (probs[mask] == 0).all()
+    want = softmax64(x, temps)
+    big = want > 1e-6
+    rel = np.max(np.abs(probs[big] - want[big]) / want[big])
+    print(f"V={V}: max rel err vs float64 softmax {rel:.3g}")
+    assert rel < 1e-5
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=0, atol=1e-5)
+
+
+def test_softmax_bf16_and_bitmask(ctx, rng):
+    """bf16 logits as uint16 bits; the same masks through the bitmask."""
+    B, V = 3, 151936
+    x, mask = masked_rows(rng, B, V, [0, 1, 2])
+    xf = np.where(mask, 0, x).astype(np.float32)
+    bits = (xf.view(np.uint32) >> 16).astype(np.uint16)  # truncation: an exact bf16
+    exact = (bits.astype(np.uint32) << 16).view(np.float32)
+    words = np.zeros((B, (V + 31) // 32), dtype=np.uint32)
+    allowed = ~mask
+    padded = np.zeros((B, words.shape[1] * 32), dtype=bool)
+    padded[:, :V] = allowed
+    words = (padded.reshape(B, -1, 32) * (np.uint64(1) << np.arange(32, dtype=np.uint64))).sum(
+        axis=2, dtype=np.uint64).astype(np.uint32)
+    probs, status = ingot.sampling_softmax(ctx, bits, allowed=words.view(np.int32))
+    want = softmax64(np.where(mask, -np.inf, exact), np.ones(B, dtype=np.float32))
+    assert (probs[mask] == 0).all() and (status == 0).all()
+    big = want > 1e-6
+    assert np.max(np.abs(probs[big] - want[big]) / want[big]) < 1e-5
+
+
+def test_softmax_matches_torch(ctx, rng):
+    torch = pytest.importorskip("torch")
+    x, mask = masked_rows(rng, 3, 50000, [0, 1, 3])
+    temps = np.array([0.7, 1.0, 1.9], dtype=np.float32)
+    xt = torch.from_numpy(x)
+    probs, status = ingot.sampling_softmax(ctx, xt, temperature=torch.from_numpy(temps))
+    assert isinstance(probs, torch.Tensor) and probs.dtype == torch.float32
+    want = torch.softmax(xt.double() / torch.from_numpy(temps).double()[:, None], dim=1)
+    assert torch.allclose(probs.double(), want, rtol=1e-5, atol=1e-12)
+
+
+# ---- draws -------------------------------------------------------------------------------------
+
+
+def scaled(x, temps):
+    """s = (x - max) / T in float32 (the header's step 3; -inf stays -inf)."""
+    x = np.asarray(x, dtype=np.float32)
+    m = np.max(np.where(np.isfinite(x), x, -np.inf), axis=1, keepdims=True).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        s = (x - m) / temps[:, None]
+    return np.where(np.isfinite(x), s, -np.inf).astype(np.float32)
+
+
+def test_draws_are_gumbel_max_in_numpy(ctx, rng):
+    B, V = 64, 3000
+    x = (rng.standard_normal((B, V)) * 2).astype(np.float32)
+    x[rng.random((B, V)) < 0.2] = -np.inf
+    temps = (rng.random(B) + 0.3).astype(np.float32)
+    seeds = rng.integers(0, 2**64, B, dtype=np.uint64)
+    pos = rng.integers(0, 2**40, B, dtype=np.uint64)
+    res = ingot.sample(ctx, x, temperature=temps, seed=seeds, position=pos)
+    s = scaled(x, temps).astype(np.float64)
+    keys = s + gumbel_np(seeds[:, None], pos[:, None], np.arange(V)[None, :])
+    want = np.argmax(keys, axis=1)
+    top2 = np.sort(keys, axis=1)[:, -2:]
+    close = (top2[:, 1] - top2[:, 0]) < 1e-5
+    assert np.all((res.tokens == want) | close), (res.tokens, want)
+    assert np.isfinite(x[np.arange(B), res.tokens]).all()
+
+
+def test_three_allowed_ids(ctx, rng):
+    """The seed's sample_impl case: all but 3 ids masked; every draw is one of them."""
+    B, V, draws = 16, 151936, 8
+    x = np.full((B, V), -np.inf, dtype=np.float32)
+    ids = np.stack([rng.choice(V, 3, replace=False) for _ in range(B)])
+    x[np.arange(B)[:, None], ids] = rng.standard_normal((B, 3)).astype(np.float32) * 0.2
+    seeds = rng.integers(0, 2**63, B)
+    for d in range(draws):
+        res = ingot.sample(ctx, x, temperature=0.8, seed=seeds, position=d)
+        assert (res.tokens[:, None] == ids).any(axis=1).all()
+        assert (res.row_status == 0).all()
+
+
+def test_batch_invariance(ctx, rng):
+    V = 4099
+    row = (rng.standard_normal(V) * 2).astype(np.float32)
+    big = (rng.standard_normal((64, V)) * 2).astype(np.float32)
+    big[37] = row
+    big[5] = np.nan  # a poisoned neighbour
+    big[9] = -np.inf  # an empty neighbour
+    kw = dict(temperature=0.9, top_k=50, top_p=0.95, logprobs=True, raw_logprobs=True, num_top=4)
+    seeds = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    pos = rng.integers(0, 2**64, 64, dtype=np.uint64)
+    many = ingot.sample(ctx, big, seed=seeds, position=pos, **kw)
+    one = ingot.sample(ctx, row[None, :], seed=[int(seeds[37])], position=int(pos[37]), **kw)
+    for a, b in zip(one, many):
+        np.testing.assert_array_equal(np.asarray(a)[0], np.asarray(b)[37])
+    assert many.tokens[5] == -1 and many.row_status[5] == (ingot.SAMPLING_ROW_EMPTY |
+                                                          ingot.SAMPLING_ROW_NAN)
+    assert many.tokens[9] == -1 and many.row_status[9] == ingot.SAMPLING_ROW_EMPTY
+
+
+def test_empty_and_nan_rows(ctx, rng):
+    x = rng.standard_normal((4, 100)).astype(np.float32)
+    x[1] = -np.inf
+    x[2, ::2] = np.nan
+    x[3, 7] = np.inf
+    res = ingot.sample(ctx, x, temperature=1.0, logprobs=True, raw_logprobs=True)
+    assert list(res.row_status) == [0, ingot.SAMPLING_ROW_EMPTY, ingot.SAMPLING_ROW_NAN,
+                                    ingot.SAMPLING_ROW_NAN]
+    assert res.tokens[1] == -1 and res.token_logprob[1] == -np.inf
+    assert res.tokens[2] % 2 == 1 and res.tokens[3] != 7
+    probs, status = ingot.sampling_softmax(ctx, x)
+    assert (probs[1] == 0).all() and (probs[2, ::2] == 0).all() and probs[3, 7] == 0
+    np.testing.assert_allclose(probs[[0, 2, 3]].sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_greedy(ctx):
+    x = np.zeros((2, 40), dtype=np.float32)
+    x[:, [5, 17, 30]] = 3.0
+    res = ingot.sample(ctx, x, temperature=0.0, banned=[(1, 5)], logprobs=True)
+    assert list(res.tokens) == [5, 17] and list(res.token_logprob) == [0.0, 0.0]
+
+
+# ---- filters --------------------------------------------------------------------------------
+
+
+def filtered_reference(x, T, k, p, q):
+    """The final distribution of one row (sort-based; float64 masses)."""
+    s = scaled(x[None, :], np.array([T], dtype=np.float32))[0]
+    V = len(s)
+    allowed = np.isfinite(x)
+    count = int(allowed.sum())
+    order = np.lexsort((np.arange(V), -s.astype(np.float64)))  # s desc, id asc
+    order = order[np.isfinite(s[order])]
+    keep = len(order)
+    if 0 < k < count:
+        keep = min(keep, k)
+    ambiguous = False
+    if p < 1:
+        w = np.exp(s[order[:keep]].astype(np.float64))
+        cum = np.cumsum(w)
+        target = p * cum[-1]
+        j = int(np.searchsorted(cum, target, side="left"))
+        j = min(j, keep - 1)
+        ambiguous = abs(cum[j] - target) <= 1e-6 * cum[-1] or (
+            j > 0 and abs(target - cum[j - 1]) <= 1e-6 * cum[-1])
+        keep = j + 1
+    kept = order[:keep]
+    if q > 0:
+        lq = np.log(np.float64(q))
+        sk = s[kept].astype(np.float64)
+        if lq != 0 and np.any(np.abs(sk - lq) <= 2 ** (np.floor(np.log2(abs(lq))) - 22)):
+            ambiguous = True
+        kept = kept[sk >= lq]
+    prob = np.zeros(V)
+    w = np.exp(s[kept].astype(np.float64))
+    prob[kept] = w / w.sum()
+    return prob, ambiguous
+
+
+def test_filter_sets_match_a_sort_reference(ctx, rng):
+    checked = 0
+    for _ in range(60):
+        B, V = 4, int(rng.integers(2, 2000))
+        x = np.round(rng.standard_normal((B, V)) * 6) / 2  # ties
+        x[rng.random((B, V)) < 0.1] = -np.inf
+        x = x.astype(np.float32)
+        T = (rng.random(B) * 2 + 0.2).astype(np.float32)
+        k = rng.integers(0, V + 2, B).astype(np.int32)
+        p = np.where(rng.random(B) < 0.3, 1.0, rng.random(B) * 0.95 + 0.04).astype(np.float32)
+        q = np.where(rng.random(B) < 0.5, 0.0, rng.random(B) * 0.3).astype(np.float32)
+        probs, _ = ingot.sampling_softmax(ctx, x, temperature=T, top_k=k, top_p=p, min_p=q)
+        res = ingot.sample(ctx, x, temperature=T, top_k=k, top_p=p, min_p=q,
+                           seed=rng.integers(0, 2**63, B), logprobs=True, num_top=5,
+                           top_final=True)
+        for r in range(B):
+            want, ambiguous = filtered_reference(x[r], T[r], int(k[r]), float(p[r]), float(q[r]))
+            if ambiguous:
+                continue
+            checked += 1
+            np.testing.assert_array_equal(probs[r] > 0, want > 0)
+            np.testing.assert_allclose(probs[r], want, rtol=1e-5, atol=1e-12)
+            t = res.tokens[r]
+            assert want[t] > 0
+            assert abs(res.token_logprob[r] - np.log(want[t])) < 1e-4
+            top = np.lexsort((np.arange(V), -want))[:5]
+            top = np.where(want[top] > 0, top, -1)
+            top = np.concatenate([top, np.full(5 - len(top), -1)])  # V < 5: padding
+            np.testing.assert_array_equal(res.top_ids[r], top)
+    assert checked > 200
+
+
+def test_raw_logprobs_and_top(ctx, rng):
+    B, V, n = 5, 1000, 7
+    x = (rng.standard_normal((B, V)) * 3).astype(np.float32)
+    x[0, 10:] = -np.inf  # fewer finite tokens than n would need: padding
+    x[0, 3:10] = -np.inf
+    T = np.array([1.0, 0.5, 2.0, 0.0, 1.3], dtype=np.float32)
+    allowed = np.full((B, (V + 31) // 32), -1, dtype=np.int32)
+    allowed[4, :] = 0
+    allowed[4, 0] = 0b1010  # only tokens 1 and 3 allowed
+    res = ingot.sample(ctx, x, temperature=T, allowed=allowed, seed=[1, 2, 3, 4, 5],
+                       raw_logprobs=True, num_top=n)
+    Tr = np.where(T > 0, T, 1).astype(np.float32)
+    s = scaled(x, Tr).astype(np.float64)
+    logz = np.log(np.exp(s).sum(axis=1))
+    lsm = s - logz[:, None]
+    np.testing.assert_allclose(res.token_raw_logprob, lsm[np.arange(B), res.tokens], atol=1e-5)
+    for r in range(B):
+        order = np.lexsort((np.arange(V), -s[r]))[:n]
+        order = np.where(np.isfinite(s[r][order]), order, -1)
+        np.testing.assert_array_equal(res.top_ids[r], order)
+        lp = np.where(order >= 0, lsm[r][np.maximum(order, 0)], -np.inf)
+        np.testing.assert_allclose(res.top_logprobs[r], lp, atol=1e-5)
+    assert res.tokens[4] in (1, 3)
+
+
+def test_bias_and_banned_lists(ctx, rng):
+    B, V = 3, 300
+    x = rng.standard_normal((B, V)).astype(np.float32)
+    seeds = rng.integers(0, 2**63, B)
+    bias_ids = np.array([[0, 5], [2, 7], [0, 5], [-1, 3], [1, 999]], dtype=np.int32)
+    bias_values = np.array([1.5, -np.inf, 0.25, 100.0, 1.0], dtype=np.float32)
+    banned = [(1, 4), (2, 8), (-1, 0)]
+    a = ingot.sample(ctx, x, seed=seeds, bias_ids=bias_ids, bias_values=bias_values,
+                     banned=banned, logprobs=True)
+    y = x.copy()
+    y[0, 5] = np.float32(np.float32(y[0, 5] + np.float32(1.5)) + np.float32(0.25))
+    y[2, 7] = -np.inf
+    words = np.full((B, (V + 31) // 32), -1, dtype=np.int32)
+    words[1, 0] &= ~(1 << 4)
+    words[2, 0] &= ~(1 << 8)
+    b = ingot.sample(ctx, y, seed=seeds, allowed=words, logprobs=True)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_array_equal(a.token_logprob, b.token_logprob)
+    assert list(a.row_status) == [0, ingot.SAMPLING_ROW_BAD_ENTRY, 0]
+
+
+def test_outputs_in_place_and_workspace(ctx, rng):
+    B, V = 6, 500
+    x = rng.standard_normal((B, V)).astype(np.float32)
+    need = ingot.sample_workspace_size(ctx, B, V, "f32", 3)
+    assert need == (12 * V + 8 * 3 + 15) // 16 * 16
+    assert ingot.sample_workspace_size(ctx, 0, V) == 0
+    assert ingot.sampling_softmax_workspace_size(ctx, B, V, "bf16") == (12 * V + 15) // 16 * 16
+    ws = np.empty(need, dtype=np.uint8)
+    tokens = np.full(B, 99, dtype=np.int32)
+    status = np.full(B, 7, dtype=np.int32)
+    top_ids = np.zeros((B, 3), dtype=np.int32)
+    res = ingot.sample(ctx, x, seed=1, tokens=tokens, row_status=status, top_ids=top_ids,
+                       workspace=ws if ws.ctypes.data % 16 == 0 else None)
+    assert res.tokens is tokens and res.top_ids is top_ids and (status == 0).all()
+    assert res.top_logprobs is None
+    # strided logits (a column slice keeps the last dimension contiguous)
+    wide = np.zeros((B, V + 9), dtype=np.float32)
+    wide[:, :V] = x
+    again = ingot.sample(ctx, wide[:, :V], seed=1)
+    np.testing.assert_array_equal(again.tokens, tokens)
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+def test_errors_name_the_argument(ctx):
+    x = np.zeros((3, 40), dtype=np.float32)
+    with pytest.raises(ingot.IngotError, match=r"temperature: temperature\[1\] = -1") as e:
+        ingot.sample(ctx, x, temperature=[1.0, -1.0, 1.0])
+    assert e.value.status == ingot.Status.INVALID_ARGUMENT
+    with pytest.raises(ingot.IngotError, match=r"top_p: top_p\[0\] = 0"):
+        ingot.sampling_softmax(ctx, x, top_p=0.0)
+    with pytest.raises(ingot.IngotError, match=r"min_p: min_p\[2\] = 1.5"):
+        ingot.sample(ctx, x, min_p=[0.0, 0.0, 1.5])
+    with pytest.raises(ingot.IngotError, match=r"allowed: shape\[1\] = 1, expected ceil\(V / 32\)"):
+        ingot.sample(ctx, x, allowed=np.zeros((3, 1), dtype=np.int32))
+    with pytest.raises(ingot.IngotError, match=r"logits: shape\[1\] = 0"):
+        ingot.sample(ctx, np.zeros((3, 0), dtype=np.float32), tokens=np.zeros(3, np.int32))
+    with pytest.raises(ingot.IngotError, match=r"logits: dtype i32"):
+        ingot.sample(ctx, np.zeros((3, 4), dtype=np.int32))
+    with pytest.raises(ingot.IngotError) as e:
+        ingot.sample(ctx, x, workspace=np.empty(16, dtype=np.uint8))
+    assert e.value.status == ingot.Status.INSUFFICIENT_WORKSPACE
+    with pytest.raises(ingot.IngotError, match="bias_values: NULL while bias_ids"):
+        ingot.sample(ctx, x, bias_ids=[(0, 1)])
+    empty = ingot.sample(ctx, np.zeros((0, 40), dtype=np.float32))
+    assert empty.tokens.shape == (0,)
+
+
+def test_cuda_is_not_supported_yet():
+    if not ingot.backend_available("cuda"):
+        pytest.skip("no CUDA device")
+    with ingot.Context("cuda") as cuda:
+        with pytest.raises(ingot.IngotError, match="not implemented on the CUDA backend yet") as e:
+            ingot.sample_workspace_size(cuda, 1, 100)
+        assert e.value.status == ingot.Status.NOT_SUPPORTED
+
+
+def test_struct_layouts_match_the_header(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "layout.c"
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"ingot/ingot.h\"",
+             "#define F(T, m) printf(#T \".\" #m \" %zu %zu\\n\", offsetof(T, m), "
+             "sizeof(((T *)0)->m));", "int main(void) {"]
+    for struct in (ingot_sampling_params, ingot_sampling_logprobs):
+        name = struct.__name__
+        lines.append(f"  printf(\"{name} %zu\\n\", sizeof({name}));")
+        lines += [f"  F({name}, {field})" for field, _ in struct._fields_]
+    lines += ["  ingot_sampling_params p = INGOT_SAMPLING_PARAMS_INITIALIZER;",
+              "  ingot_sampling_logprobs l = INGOT_SAMPLING_LOGPROBS_INITIALIZER;",
+              "  printf(\"init %u %u %u %u\\n\", p.struct_size, p.struct_version, l.struct_size,"
+              " l.struct_version);", "  return 0;", "}"]
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", str(INCLUDE_DIR), str(src), "-o", str(exe)], check=True)
+    got = {}
+    for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        name, *numbers = line.split()
+        got[name] = tuple(int(v) for v in numbers)
+    for struct in (ingot_sampling_params, ingot_sampling_logprobs):
+        assert got[struct.__name__] == (ctypes.sizeof(struct),)
+        for field, _ in struct._fields_:
+            member = getattr(struct, field)
+            assert got[f"{struct.__name__}.{field}"] == (member.offset, member.size), field
+    p, lp = ingot_sampling_params(), ingot_sampling_logprobs()
+    assert got["init"] == (p.struct_size, p.struct_version, lp.struct_size, lp.struct_version)
