@@ -59,6 +59,8 @@ static int test_context_misuse(void) {
   } else {
     EXPECT_STATUS(NULL, ingot_context_create(INGOT_BACKEND_CUDA, 4096, &ctx), INGOT_STATUS_NOT_SUPPORTED);
     EXPECT(strstr(ingot_last_error(NULL), "device") != NULL, "%s", ingot_last_error(NULL));
+    const char *msg = ingot_last_error(NULL);
+    EXPECT(strstr(msg + 1, "ingot_context_create") == NULL, "op named twice: %s", msg);
   }
   EXPECT_STATUS(NULL, ingot_context_check_device_errors(NULL, NULL), INGOT_STATUS_INVALID_ARGUMENT);
   return 0;

@@ -606,6 +606,9 @@ static int test_bad_arguments(void) {
   EXPECT(strstr(ingot_last_error(NULL), "heads_per_order") != NULL, "%s", ingot_last_error(NULL));
   EXPECT_STATUS(NULL, ingot_ngram_config_derive(512, 3, 2, 1, 1, 0, 7, &cfg), INGOT_STATUS_INVALID_ARGUMENT);
   EXPECT_STATUS(NULL, ingot_ngram_config_derive(512, 3, 2, 1000, 1, -1, 7, &cfg), INGOT_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(NULL, ingot_ngram_config_derive(512, 3, 2, 1000, 1, INGOT_NGRAM_MAX_LAYER_INDEX + 1, 7, &cfg),
+                INGOT_STATUS_INVALID_ARGUMENT);
+  EXPECT(strstr(ingot_last_error(NULL), "layer_index") != NULL, "%s", ingot_last_error(NULL));
   EXPECT_STATUS(NULL, ingot_ngram_config_derive(512, 3, 2, 1000, 1, 0, 7, NULL), INGOT_STATUS_INVALID_ARGUMENT);
   int64_t rows;
   cfg = toy_config(7);

@@ -469,6 +469,10 @@ static int test_bad_cu_seqlens_on_device(void) {
         EXPECT(st == INGOT_STATUS_INVALID_ARGUMENT, "bad cu_seqlens %zu op %d%s: device check gave %s",
                k, op, ref ? " (reference)" : "", ingot_status_name(st));
         EXPECT(strstr(ingot_last_error(g), "cu_seqlens") != NULL, "message: %s", ingot_last_error(g));
+        static const char *const op_names[] = {"ingot_ngram_row_ids", "ingot_ngram_embed",
+                                               "ingot_ngram_commit_context"};
+        EXPECT(strncmp(ingot_last_error(g), op_names[op], strlen(op_names[op])) == 0,
+               "message does not start with %s: %s", op_names[op], ingot_last_error(g));
         EXPECT_OK(g, ingot_context_check_device_errors(g, stream)); /* cleared */
       }
       int64_t got_rows[24];
@@ -483,6 +487,57 @@ static int test_bad_cu_seqlens_on_device(void) {
       cudaFree(d_ids), cudaFree(d_cu), cudaFree(d_ctx), cudaFree(d_tab), cudaFree(d_rows), cudaFree(d_out);
     }
   }
+  return 0;
+}
+
+/* T = 0 (and B = 0) still run the device check: a bad cu_seqlens is
+ * reported, as the CPU backend rejects it; a good one reports nothing. And
+ * the check refuses to run while its stream is being captured. */
+static int test_empty_batches_checked_on_device(void) {
+  ingot_ngram_config cfg;
+  EXPECT_OK(NULL, ingot_ngram_config_derive(512, 3, 2, 1000, 1234, 0, 7, &cfg));
+  int32_t bad_cu[2] = {0, 5}, good_cu[3] = {0, 0, 0}, ctx_init[4] = {1, 2, 3, 4};
+  int32_t *d_bad = dev_copy(bad_cu, sizeof bad_cu), *d_good = dev_copy(good_cu, sizeof good_cu);
+  int32_t *d_ctx = dev_copy(ctx_init, sizeof ctx_init), *d_ids = dev_copy(ctx_init, sizeof ctx_init);
+  int64_t *d_rows = dev_copy(ctx_init, 16);
+  for (int ref = 0; ref < 2; ref++) {
+    ingot_context_t g = ref ? gpu_ref : gpu;
+    /* T = 0 with cu = [0, 5]: bad */
+    ingot_tensor tids = ingot_tensor_1d(d_ids, INGOT_DTYPE_I32, 0);
+    ingot_tensor tcu = ingot_tensor_1d(d_bad, INGOT_DTYPE_I32, 2);
+    ingot_tensor tctx = ingot_tensor_2d(d_ctx, INGOT_DTYPE_I32, 1, 2, 2);
+    ingot_tensor trows = ingot_tensor_2d(d_rows, INGOT_DTYPE_I64, 0, 4, 4);
+    EXPECT_OK(g, ingot_ngram_row_ids(g, &cfg, &tids, &tcu, &tctx, &trows, stream));
+    EXPECT_STATUS(g, ingot_context_check_device_errors(g, stream), INGOT_STATUS_INVALID_ARGUMENT);
+    EXPECT(strstr(ingot_last_error(g), "ingot_ngram_row_ids") != NULL, "%s", ingot_last_error(g));
+    EXPECT_OK(g, ingot_ngram_commit_context(g, &cfg, &tids, &tcu, &tctx, stream));
+    EXPECT_STATUS(g, ingot_context_check_device_errors(g, stream), INGOT_STATUS_INVALID_ARGUMENT);
+    /* B = 0 with T = 3: cu = [0] != T */
+    ingot_tensor tids3 = ingot_tensor_1d(d_ids, INGOT_DTYPE_I32, 3);
+    ingot_tensor tcu0 = ingot_tensor_1d(d_good, INGOT_DTYPE_I32, 1);
+    ingot_tensor tctx0 = ingot_tensor_2d(d_ctx, INGOT_DTYPE_I32, 0, 2, 2);
+    EXPECT_OK(g, ingot_ngram_commit_context(g, &cfg, &tids3, &tcu0, &tctx0, stream));
+    EXPECT_STATUS(g, ingot_context_check_device_errors(g, stream), INGOT_STATUS_INVALID_ARGUMENT);
+    EXPECT(strstr(ingot_last_error(g), "ingot_ngram_commit_context") != NULL, "%s", ingot_last_error(g));
+    /* T = 0, B = 2, cu = [0, 0, 0]: good, nothing reported, context unchanged */
+    ingot_tensor tcu2 = ingot_tensor_1d(d_good, INGOT_DTYPE_I32, 3);
+    ingot_tensor tctx2 = ingot_tensor_2d(d_ctx, INGOT_DTYPE_I32, 2, 2, 2);
+    EXPECT_OK(g, ingot_ngram_row_ids(g, &cfg, &tids, &tcu2, &tctx2, &trows, stream));
+    EXPECT_OK(g, ingot_ngram_commit_context(g, &cfg, &tids, &tcu2, &tctx2, stream));
+    EXPECT_OK(g, ingot_context_check_device_errors(g, stream));
+    int32_t got[4];
+    CUDA_OK(cudaMemcpy(got, d_ctx, sizeof got, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(got, ctx_init, sizeof got) == 0, "an empty commit changed the context");
+  }
+  /* no check during capture: it would synchronise a capturing stream */
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ingot_status st = ingot_context_check_device_errors(gpu, stream);
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphDestroy(graph);
+  EXPECT(st == INGOT_STATUS_INVALID_ARGUMENT && strstr(ingot_last_error(gpu), "capture"),
+         "check during capture: %s, %s", ingot_status_name(st), ingot_last_error(gpu));
+  cudaFree(d_bad), cudaFree(d_good), cudaFree(d_ctx), cudaFree(d_ids), cudaFree(d_rows);
   return 0;
 }
 
@@ -586,6 +641,7 @@ int main(void) {
   test_run("embed", test_embed);
   test_run("graph_replay", test_graph_replay);
   test_run("bad_cu_seqlens_on_device", test_bad_cu_seqlens_on_device);
+  test_run("empty_batches_checked_on_device", test_empty_batches_checked_on_device);
   test_run("residency_errors", test_residency_errors);
   test_run("chunked_decode", test_chunked_decode);
   cudaStreamDestroy(stream);

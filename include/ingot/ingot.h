@@ -125,7 +125,10 @@ enum {
 INGOT_API int ingot_backend_available(ingot_backend backend);
 
 /* Creates a context for `backend` on `device` (CPU: must be 0). CUDA: sets no
- * current device for the caller; ops switch to the context's device for the
+ * current device for the caller (cudaSetDevice back to the caller's current
+ * device, which makes that device's primary context current if it was not
+ * initialised yet: select a device on each thread first, as frameworks
+ * do, to avoid a context on device 0); ops switch to the context's device for the
  * duration of a call when needed. Allocates a 4-byte device word for errors
  * detected on the device (see ingot_context_check_device_errors).
  * Returns INVALID_ARGUMENT (bad backend, device, NULL out), NOT_SUPPORTED
@@ -135,7 +138,9 @@ INGOT_API int ingot_backend_available(ingot_backend backend);
 INGOT_API ingot_status ingot_context_create(ingot_backend backend, int device,
                                             ingot_context_t *out);
 /* Frees the context. NULL is a no-op. Work already enqueued is not waited
- * for; the caller synchronises its streams first. */
+ * for; the caller synchronises its streams first. CUDA graphs that captured
+ * this context's ops must not be replayed afterwards (they hold its device
+ * error word). */
 INGOT_API void ingot_context_destroy(ingot_context_t ctx);
 
 INGOT_API ingot_backend ingot_context_backend(ingot_context_t ctx);
@@ -152,10 +157,14 @@ INGOT_API const char *ingot_last_error(ingot_context_t ctx);
 /* Some inputs live in device memory and can only be checked there (e.g.
  * cu_seqlens on the CUDA backend). A kernel that finds such an input invalid
  * writes none of its outputs and records the fact in the context's device
- * error word. This call synchronises `stream`, reads and clears that word,
- * and returns INVALID_ARGUMENT with a text naming the op and argument if any
- * error was recorded, else SUCCESS. Not for use during graph capture.
- * CPU contexts: always SUCCESS (the CPU backend checks before running). */
+ * error word (one bit per op; the word collects errors from every stream
+ * that used the context). This call takes and clears the word in one
+ * atomic step on `stream`, synchronises `stream`, and returns
+ * INVALID_ARGUMENT with a text naming the op and argument if any error was
+ * recorded since the last check, else SUCCESS. During graph capture of
+ * `stream` it returns INVALID_ARGUMENT and does nothing (check after a
+ * replay). CPU contexts: always SUCCESS (the CPU backend checks before
+ * running). */
 INGOT_API ingot_status ingot_context_check_device_errors(ingot_context_t ctx,
                                                          struct CUstream_st *stream);
 
@@ -236,12 +245,19 @@ static inline ingot_tensor ingot_tensor_2d(void *data, ingot_dtype dtype, int64_
  *
  * CUDA: cu_seqlens is read on the device; a cu_seqlens that is not
  * 0 = cu[0] <= ... <= cu[B] = T makes the kernel write nothing and record an
- * error for ingot_context_check_device_errors(). The CPU backend checks it
- * before running and returns INVALID_ARGUMENT.
+ * error for ingot_context_check_device_errors() (also when T = 0 or B = 0:
+ * the check still runs). The CPU backend checks it before running and
+ * returns INVALID_ARGUMENT.
+ *
+ * Errors: INVALID_ARGUMENT for every rule stated here (text names the
+ * argument); on CUDA also memory the GPU cannot read (pageable host memory,
+ * another device's memory). NOT_SUPPORTED on CUDA for T * H >= 2^31 rows in
+ * one call, or a table with D >= 2^27. CUDA_ERROR when a launch fails.
  */
 
 #define INGOT_NGRAM_MAX_N 8      /* largest supported n-gram size */
 #define INGOT_NGRAM_MAX_HEADS 64 /* largest supported H */
+#define INGOT_NGRAM_MAX_LAYER_INDEX 4095 /* largest layer_index of ingot_ngram_config_derive */
 
 /* The constants of one PLE layer, passed by value to the kernels (no device
  * copy to manage). Entries past n (multipliers) and past num_heads (primes,
@@ -261,7 +277,9 @@ typedef struct ingot_ngram_config {
  * ship them): splitmix64 multipliers from seed + 10007 * layer_index, P[h] the
  * (layer_index*H + h + 1)-th prime >= base, off the exclusive prefix sum of P.
  * vocab_size >= 1, 2 <= n <= INGOT_NGRAM_MAX_N, heads_per_order >= 1,
- * H <= INGOT_NGRAM_MAX_HEADS, base >= 2, layer_index >= 0.
+ * H <= INGOT_NGRAM_MAX_HEADS, 2 <= base <= 2^61,
+ * 0 <= layer_index <= INGOT_NGRAM_MAX_LAYER_INDEX (the primes of all lower
+ * layers are skipped, so the search grows with layer_index).
  * Returns INVALID_ARGUMENT (text in ingot_last_error(NULL)). */
 INGOT_API ingot_status ingot_ngram_config_derive(int64_t vocab_size, int32_t n,
                                                  int32_t heads_per_order, int64_t base,
@@ -483,7 +501,9 @@ enum {
  *           INGOT_NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE
  *   nonfinite_count  NULL or U32 [1], as for ingot_nvfp4_quantize.
  * flags: OR of INGOT_NVFP4_GATE_UP_* (others must be 0). CUDA: one launch,
- * four with the compute flag (memset, amax, finalize, quantize). */
+ * four with the compute flag (memset, amax, finalize, quantize). All
+ * arguments are checked before the first launch; only a CUDA runtime error
+ * in a later launch of the compute path can leave global_scale written. */
 INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
                                                     const ingot_tensor *gate,
                                                     const ingot_tensor *up,

@@ -14,7 +14,8 @@
  *   - logit loading and the per-row parameter rules.
  *
  * Accuracy (tests/test_sampling.c measures it against double precision):
- * ingot_sampling_ref_exp and ingot_sampling_ref_log are within 2 ulp; the Gumbel
+ * ingot_sampling_ref_exp is within 1.3 ulp and ingot_sampling_ref_log within
+ * 1 ulp (as the public header states; measured 1.21 and 0.89); the Gumbel
  * noise within 1e-6 relative of -log(-log(1 - u)) computed in double.
  */
 #ifndef INGOT_COMMON_SAMPLING_REF_H

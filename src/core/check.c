@@ -30,26 +30,22 @@ static ingot_status check_residency(struct ingot_context *ctx, const char *op, c
                                     const void *data) {
 #ifdef INGOT_WITH_CUDA
   if (ctx->backend == INGOT_BACKEND_CPU) {
-    if (ctx->detect_device_pointers && ingot_cuda_memory_kind(data) == INGOT_MEMORY_DEVICE)
+    if (ctx->detect_device_pointers && ingot_cuda_memory_kind(data, NULL) == INGOT_MEMORY_DEVICE)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                              "%s: %p is CUDA device memory; a CPU context needs host memory",
                              name, data);
-  } else if (ctx->backend == INGOT_BACKEND_CUDA && !ctx->pageable_memory_access) {
-    const unsigned slots = sizeof ctx->device_pointers / sizeof ctx->device_pointers[0];
-    for (unsigned i = 0; i < slots; i++)
-      if (ctx->device_pointers[i] == data) return INGOT_STATUS_SUCCESS;
-    ingot_memory_kind kind = ingot_cuda_memory_kind(data);
-    if (kind == INGOT_MEMORY_HOST_PAGEABLE)
+  } else if (ctx->backend == INGOT_BACKEND_CUDA) {
+    int owner = -1;
+    ingot_memory_kind kind = ingot_cuda_memory_kind(data, &owner);
+    if (kind == INGOT_MEMORY_HOST_PAGEABLE && !ctx->pageable_memory_access)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                              "%s: %p is pageable host memory the GPU cannot read; use device "
                              "memory or pinned host memory (cudaHostAlloc/cudaHostRegister)",
                              name, data);
-    if (kind == INGOT_MEMORY_DEVICE) {
-      /* only device memory is remembered: pinned host memory can be freed
-       * and the address reused by plain malloc */
-      ctx->device_pointers[ctx->device_pointers_next] = data;
-      ctx->device_pointers_next = (ctx->device_pointers_next + 1) % slots;
-    }
+    if (kind == INGOT_MEMORY_DEVICE && owner != ctx->device)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "%s: %p is memory of CUDA device %d, but the context is on device %d",
+                             name, data, owner, ctx->device);
   }
 #else
   (void)ctx, (void)op, (void)name, (void)data;

@@ -56,8 +56,12 @@ ingot_status ingot_context_create(ingot_backend backend, int device, ingot_conte
   if (ingot_core_force_reference_requested()) ctx->flags |= INGOT_CONTEXT_FLAG_FORCE_REFERENCE;
   ingot_status st = ops->context_init ? ops->context_init(ctx) : INGOT_STATUS_SUCCESS;
   if (st != INGOT_STATUS_SUCCESS) {
-    /* context_init wrote its reason into ctx; move it to the thread's text */
-    ingot_core_fail(NULL, st, op, "%s", ctx->last_error);
+    /* context_init wrote "<op>: <reason>" into ctx; move the reason to the
+     * thread's text (without a second "<op>: ") */
+    const char *reason = ctx->last_error;
+    size_t n = strlen(op);
+    if (strncmp(reason, op, n) == 0 && reason[n] == ':' && reason[n + 1] == ' ') reason += n + 2;
+    ingot_core_fail(NULL, st, op, "%s", reason);
     free(ctx);
     return st;
   }

@@ -34,19 +34,17 @@ struct ingot_context {
   int pageable_memory_access; /* device can read plain host memory (HMM/ATS) */
   int detect_device_pointers; /* CPU context in a CUDA build with a GPU present */
   uint32_t *device_errors;    /* CUDA: one device word of INGOT_DEVICE_ERROR_* bits */
-  /* CUDA: pointers already found to be device memory. An address in the
-   * driver's device range never becomes host memory, so a hit needs no new
-   * cudaPointerGetAttributes (~0.2 us each); engines pass the same buffers
-   * every step. */
-  const void *device_pointers[16];
-  unsigned device_pointers_next;
+  uint32_t *device_errors_taken; /* CUDA: where the check reads the word out */
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];
 };
 
-/* Bits a kernel sets in ctx->device_errors when it finds an input invalid. */
+/* Bits a kernel sets in ctx->device_errors when it finds an input invalid:
+ * one per op, so that the report names the op. */
 enum {
-  INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS = 1u << 0,
+  INGOT_DEVICE_ERROR_NGRAM_ROW_IDS_CU_SEQLENS = 1u << 0,
+  INGOT_DEVICE_ERROR_NGRAM_COMMIT_CU_SEQLENS = 1u << 1,
+  INGOT_DEVICE_ERROR_NGRAM_EMBED_CU_SEQLENS = 1u << 2,
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -250,7 +248,8 @@ typedef enum ingot_memory_kind {
   INGOT_MEMORY_DEVICE = 2,
   INGOT_MEMORY_MANAGED = 3,
 } ingot_memory_kind;
-ingot_memory_kind ingot_cuda_memory_kind(const void *ptr);
+/* The kind of ptr; *device gets the owning device for DEVICE memory (else -1). */
+ingot_memory_kind ingot_cuda_memory_kind(const void *ptr, int *device);
 int ingot_cuda_device_count(void);
 #endif
 

@@ -81,9 +81,10 @@ ingot_status ingot_ngram_config_derive(int64_t vocab_size, int32_t n, int32_t he
   if (base < 2 || base > (INT64_C(1) << 61))
     return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "base: %" PRId64 " outside [2, 2^61]", base);
-  if (layer_index < 0)
-    return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op, "layer_index: %d < 0",
-                           (int)layer_index);
+  if (layer_index < 0 || layer_index > INGOT_NGRAM_MAX_LAYER_INDEX)
+    return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "layer_index: %d outside [0, %d] (each layer skips H primes)",
+                           (int)layer_index, INGOT_NGRAM_MAX_LAYER_INDEX);
 
   ingot_ngram_config cfg = {0};
   cfg.n = n;
@@ -312,7 +313,7 @@ ingot_status ingot_ngram_row_ids(ingot_context_t ctx, const ingot_ngram_config *
     return st;
   if ((st = ingot_core_check_disjoint(ctx, op, "rows", rows_span, "context", spans.context)))
     return st;
-  if (batch.num_tokens == 0) return INGOT_STATUS_SUCCESS;
+  /* no early return for T = 0: the CUDA backend still checks cu_seqlens */
   ingot_ngram_rows r = {(int64_t *)rows->data, rows->stride[0]};
   return ctx->ops->ngram_row_ids(ctx, cfg, &batch, r, stream);
 }
@@ -332,7 +333,7 @@ ingot_status ingot_ngram_commit_context(ingot_context_t ctx, const ingot_ngram_c
   if ((st = ingot_core_check_disjoint(ctx, op, "context", spans.context, "cu_seqlens",
                                       spans.cu)))
     return st;
-  if (batch.num_requests == 0 || batch.num_tokens == 0) return INGOT_STATUS_SUCCESS;
+  /* no early return for B = 0 or T = 0: the CUDA backend still checks cu_seqlens */
   return ctx->ops->ngram_commit_context(ctx, cfg, &batch, stream);
 }
 
@@ -381,6 +382,6 @@ ingot_status ingot_ngram_embed(ingot_context_t ctx, const ingot_ngram_config *cf
   if ((st = ingot_core_check_disjoint(ctx, op, "out", out_span, "context", spans.context)))
     return st;
   if ((st = ingot_core_check_disjoint(ctx, op, "out", out_span, "table", table_span))) return st;
-  if (batch.num_tokens == 0) return INGOT_STATUS_SUCCESS;
+  /* no early return for T = 0: the CUDA backend still checks cu_seqlens */
   return ctx->ops->ngram_embed(ctx, cfg, &batch, &tab, m, stream);
 }

@@ -21,12 +21,35 @@ typedef struct ranked {
   int32_t id;
 } ranked;
 
-/* Rank order: value descending, then id ascending. */
-static int rank_cmp(const void *a, const void *b) {
-  const ranked *x = (const ranked *)a, *y = (const ranked *)b;
-  if (x->value > y->value) return -1;
-  if (x->value < y->value) return 1;
-  return (x->id > y->id) - (x->id < y->id);
+/* Rank order: value descending, then id ascending. 1 if x comes before y. */
+static int rank_before(const ranked *x, const ranked *y) {
+  if (x->value != y->value) return x->value > y->value;
+  return x->id < y->id;
+}
+
+/* Sorts into rank order in place: heapsort, because an op must not allocate
+ * and the C library's qsort may (glibc sorts through a malloc'd buffer). */
+static void sort_ranked(ranked *a, int64_t n) {
+  /* a max-heap under "comes after", so the root is the last in rank order */
+  for (int64_t start = n / 2 - 1, end = n;; ) {
+    int64_t root;
+    if (start >= 0) {
+      root = start--;
+    } else {
+      if (--end <= 0) return;
+      ranked t = a[0];
+      a[0] = a[end];
+      a[end] = t;
+      root = 0;
+    }
+    for (int64_t child; (child = 2 * root + 1) < end; root = child) {
+      if (child + 1 < end && rank_before(&a[child], &a[child + 1])) child++;
+      if (!rank_before(&a[root], &a[child])) break;
+      ranked t = a[root];
+      a[root] = a[child];
+      a[child] = t;
+    }
+  }
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -147,7 +170,7 @@ static void apply_filters(float *vals, int64_t V, int64_t count, const row_param
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++)
       if (vals[i] != -INFINITY) order[n++] = (ranked){vals[i], (int32_t)i};
-    qsort(order, (size_t)n, sizeof *order, rank_cmp);
+    sort_ranked(order, n);
     int64_t keep = n;
     if (topk_on && p->top_k < keep) keep = p->top_k;
     if (topp_on) {

@@ -16,7 +16,8 @@ extern "C" int ingot_cuda_device_count(void) {
   return n;
 }
 
-extern "C" ingot_memory_kind ingot_cuda_memory_kind(const void *ptr) {
+extern "C" ingot_memory_kind ingot_cuda_memory_kind(const void *ptr, int *device) {
+  if (device) *device = -1;
   cudaPointerAttributes attr;
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     cudaGetLastError();
@@ -24,10 +25,18 @@ extern "C" ingot_memory_kind ingot_cuda_memory_kind(const void *ptr) {
   }
   switch (attr.type) {
     case cudaMemoryTypeHost: return INGOT_MEMORY_HOST_PINNED;
-    case cudaMemoryTypeDevice: return INGOT_MEMORY_DEVICE;
+    case cudaMemoryTypeDevice:
+      if (device) *device = attr.device;
+      return INGOT_MEMORY_DEVICE;
     case cudaMemoryTypeManaged: return INGOT_MEMORY_MANAGED;
     default: return INGOT_MEMORY_HOST_PAGEABLE;
   }
+}
+
+// Moves the error word to `taken` and clears it in one atomic step, so that a
+// bit set concurrently by a kernel on another stream is never lost.
+__global__ void take_device_errors_kernel(uint32_t *word, uint32_t *taken) {
+  *taken = atomicExch(word, 0u);
 }
 
 static ingot_status cuda_context_init(struct ingot_context *ctx) {
@@ -52,9 +61,10 @@ static ingot_status cuda_context_init(struct ingot_context *ctx) {
                  cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ctx->device));
   ctx->pageable_memory_access = pageable;
   void *word = nullptr;
-  INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, sizeof(uint32_t)));
+  INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, 2 * sizeof(uint32_t)));
   ctx->device_errors = static_cast<uint32_t *>(word);
-  cudaError_t e = cudaMemset(word, 0, sizeof(uint32_t));
+  ctx->device_errors_taken = ctx->device_errors + 1;
+  cudaError_t e = cudaMemset(word, 0, 2 * sizeof(uint32_t));
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
     cudaFree(word);
@@ -74,17 +84,30 @@ static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStre
   static const char op[] = "ingot_context_check_device_errors";
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  INGOT_CUDA_TRY(ctx, op, cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "stream: is being captured into a CUDA graph; check after replaying");
+  take_device_errors_kernel<<<1, 1, 0, stream>>>(ctx->device_errors, ctx->device_errors_taken);
+  INGOT_CUDA_TRY(ctx, op, cudaGetLastError());
   uint32_t bits = 0;
-  INGOT_CUDA_TRY(ctx, op, cudaMemcpyAsync(&bits, ctx->device_errors, sizeof bits,
+  INGOT_CUDA_TRY(ctx, op, cudaMemcpyAsync(&bits, ctx->device_errors_taken, sizeof bits,
                                           cudaMemcpyDeviceToHost, stream));
   INGOT_CUDA_TRY(ctx, op, cudaStreamSynchronize(stream));
   if (bits == 0) return INGOT_STATUS_SUCCESS;
-  INGOT_CUDA_TRY(ctx, op, cudaMemsetAsync(ctx->device_errors, 0, sizeof bits, stream));
-  INGOT_CUDA_TRY(ctx, op, cudaStreamSynchronize(stream));
-  if (bits & INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, "ingot_ngram",
-                           "cu_seqlens: not 0 = cu[0] <= ... <= cu[B] = T (found on the device; "
-                           "that call wrote nothing)");
+  static const struct {
+    uint32_t bit;
+    const char *op;
+  } ops[] = {{INGOT_DEVICE_ERROR_NGRAM_ROW_IDS_CU_SEQLENS, "ingot_ngram_row_ids"},
+             {INGOT_DEVICE_ERROR_NGRAM_COMMIT_CU_SEQLENS, "ingot_ngram_commit_context"},
+             {INGOT_DEVICE_ERROR_NGRAM_EMBED_CU_SEQLENS, "ingot_ngram_embed"}};
+  for (const auto &o : ops)
+    if (bits & o.bit)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, o.op,
+                             "cu_seqlens: not 0 = cu[0] <= ... <= cu[B] = T (found on the "
+                             "device; that call wrote nothing; error bits 0x%x)",
+                             bits);
   return ingot_core_fail(ctx, INGOT_STATUS_INTERNAL, op, "unknown device error bits 0x%x", bits);
 }
 

@@ -42,7 +42,8 @@ struct ingot_device_guard {
 static inline ingot_status ingot_cuda_check_launch(struct ingot_context *ctx, const char *op) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
-    return ingot_core_fail(ctx, INGOT_STATUS_CUDA_ERROR, op, "kernel launch: %s (%s)",
+    return ingot_core_fail(ctx, INGOT_STATUS_CUDA_ERROR, op,
+                           "kernel launch (or an earlier CUDA error still pending): %s (%s)",
                            cudaGetErrorString(e), cudaGetErrorName(e));
   return INGOT_STATUS_SUCCESS;
 }

@@ -84,8 +84,14 @@ __device__ bool block_load_cu_seqlens(const CuSeqlens<CuT> &cu, int64_t T) {
   return __syncthreads_or(bad) == 0;
 }
 
-__device__ void record_cu_seqlens_error(uint32_t *errors) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(errors, INGOT_DEVICE_ERROR_NGRAM_CU_SEQLENS);
+// The context's device error word and the bit this op reports in it.
+struct ErrorSink {
+  uint32_t *word;
+  uint32_t bit;
+};
+
+__device__ void record_cu_seqlens_error(const ErrorSink &errors) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(errors.word, errors.bit);
 }
 
 // The request owning token t: the largest b with cu[b] <= t (cu validated,
@@ -152,7 +158,7 @@ __device__ int64_t row_id(const ingot_ngram_config &cfg, const BatchView<IdT, Cu
 template <typename IdT, typename CuT>
 __global__ void __launch_bounds__(kThreads)
     ngram_row_ids_kernel(const ingot_ngram_config cfg, const BatchView<IdT, CuT> v,
-                         int64_t *__restrict__ rows, int64_t rows_stride, uint32_t *errors) {
+                         int64_t *__restrict__ rows, int64_t rows_stride, const ErrorSink errors) {
   __shared__ int64_t cu_cache[kCuCacheEntries];
   const CuSeqlens<CuT> cu = v.cu_seqlens(cu_cache);
   if (!block_load_cu_seqlens(cu, v.num_tokens)) {
@@ -160,9 +166,9 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   // 32-bit item arithmetic (a 64-bit division is a long emulated sequence);
-  // the launcher guarantees T * H < 2^32.
+  // the launcher guarantees T * H < 2^31.
   const uint32_t H = static_cast<uint32_t>(cfg.num_heads);
-  const uint32_t items = static_cast<uint32_t>(v.num_tokens) * H;
+  const uint32_t items = static_cast<uint32_t>(v.num_tokens) * H;  // < 2^31
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
     uint32_t t = i / H;
     int h = static_cast<int>(i - t * H);
@@ -175,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename IdT, typename CuT>
 __global__ void __launch_bounds__(kThreads)
     ngram_commit_kernel(const int n, const BatchView<IdT, CuT> v, IdT *context,
-                        uint32_t *errors) {
+                        const ErrorSink errors) {
   __shared__ int64_t cu_cache[kCuCacheEntries];
   const CuSeqlens<CuT> cu = v.cu_seqlens(cu_cache);
   if (!block_load_cu_seqlens(cu, v.num_tokens)) {
@@ -312,7 +318,7 @@ struct LoadedRows {
   __device__ int64_t operator()(int64_t *, uint32_t t, int h) const {
     return rows[static_cast<int64_t>(t) * stride + h];
   }
-  __device__ bool batch_valid(int64_t *, uint32_t *) const { return true; }
+  __device__ bool batch_valid(int64_t *, const ErrorSink &) const { return true; }
 };
 
 // ... or are computed on the fly (fused embed).
@@ -324,7 +330,7 @@ struct ComputedRows {
   __device__ int64_t operator()(int64_t *cu_cache, uint32_t t, int h) const {
     return row_id(cfg, v, v.cu_seqlens(cu_cache), t, h);
   }
-  __device__ bool batch_valid(int64_t *cu_cache, uint32_t *errors) const {
+  __device__ bool batch_valid(int64_t *cu_cache, const ErrorSink &errors) const {
     if (block_load_cu_seqlens(v.cu_seqlens(cu_cache), v.num_tokens)) return true;
     record_cu_seqlens_error(errors);
     return false;
@@ -334,12 +340,12 @@ struct ComputedRows {
 template <typename TableT, bool kVector, typename RowSource>
 __global__ void __launch_bounds__(kGatherThreads)
     ngram_gather_kernel(const RowSource source, const int64_t num_tokens, const int heads,
-                        const TableView tab, const OutView out, uint32_t *errors) {
+                        const TableView tab, const OutView out, const ErrorSink errors) {
   using C = Chunk<TableT, kVector>;
   __shared__ int64_t tile_rows[kTileRows];
   __shared__ int64_t cu_cache[RowSource::kUsesCuSeqlens ? kCuCacheEntries : 1];
   if (!source.batch_valid(cu_cache, errors)) return;
-  // 32-bit index arithmetic: the launcher guarantees T * H < 2^32 and D < 2^27.
+  // 32-bit index arithmetic: the launcher guarantees T * H < 2^31 and D < 2^27.
   const uint32_t H = static_cast<uint32_t>(heads);
   const uint32_t items = static_cast<uint32_t>(num_tokens) * H;
   const uint32_t tiles = (items + kTileRows - 1) / kTileRows;
@@ -392,7 +398,7 @@ __device__ int64_t ref_batch_request(const ingot_ngram_batch &batch, int64_t t) 
 
 // The validity check only (same rule as the fast kernels); the reference
 // arithmetic itself reads cu_seqlens through common/ngram_ref.h.
-__device__ bool ref_batch_valid(const ingot_ngram_batch &batch, uint32_t *errors) {
+__device__ bool ref_batch_valid(const ingot_ngram_batch &batch, const ErrorSink &errors) {
   __shared__ int64_t cu_cache[kCuCacheEntries];
   bool ok = batch.cu_dtype == INGOT_DTYPE_I32
                 ? block_load_cu_seqlens(
@@ -409,7 +415,7 @@ __device__ bool ref_batch_valid(const ingot_ngram_batch &batch, uint32_t *errors
 
 __global__ void ngram_ref_row_ids_kernel(const ingot_ngram_config cfg,
                                          const ingot_ngram_batch batch, ingot_ngram_rows rows,
-                                         uint32_t *errors) {
+                                         const ErrorSink errors) {
   if (!ref_batch_valid(batch, errors)) return;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        t < batch.num_tokens; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -420,7 +426,7 @@ __global__ void ngram_ref_row_ids_kernel(const ingot_ngram_config cfg,
 }
 
 __global__ void ngram_ref_commit_kernel(const ingot_ngram_config cfg,
-                                        const ingot_ngram_batch batch, uint32_t *errors) {
+                                        const ingot_ngram_batch batch, const ErrorSink errors) {
   if (!ref_batch_valid(batch, errors)) return;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        b < batch.num_requests; b += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -441,7 +447,7 @@ __global__ void ngram_ref_gather_kernel(const int64_t *rows, int64_t rows_stride
 __global__ void ngram_ref_embed_kernel(const ingot_ngram_config cfg,
                                        const ingot_ngram_batch batch,
                                        const ingot_ngram_table table, ingot_bf16_matrix out,
-                                       uint32_t *errors) {
+                                       const ErrorSink errors) {
   if (!ref_batch_valid(batch, errors)) return;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        t < batch.num_tokens; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -456,12 +462,15 @@ __global__ void ngram_ref_embed_kernel(const ingot_ngram_config cfg,
 
 // ---- launchers ---------------------------------------------------------------------------
 
-// The fast kernels index (token, head) items with 32 bits.
-ingot_status check_item_count(ingot_context *ctx, const char *op, int64_t tokens, int64_t heads) {
-  if (heads > 0 && tokens > static_cast<int64_t>(UINT32_MAX) / heads)
+// The fast kernels index (token, head) items with 32 bits; at most 2^31 - 1
+// items, so that a grid-stride step past the last item cannot wrap.
+ingot_status check_item_count(ingot_context *ctx, const char *op, const char *name,
+                              int64_t tokens, int64_t heads) {
+  if (heads > 0 && tokens > static_cast<int64_t>(INT32_MAX) / heads)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
-                           "T * H = %lld * %lld: the CUDA kernels take fewer than 2^32 rows per call",
-                           static_cast<long long>(tokens), static_cast<long long>(heads));
+                           "%s: T * H = %lld * %lld rows; the CUDA kernels take at most 2^31 - 1 "
+                           "per call",
+                           name, static_cast<long long>(tokens), static_cast<long long>(heads));
   return INGOT_STATUS_SUCCESS;
 }
 
@@ -517,7 +526,7 @@ ingot_status check_table_dim(ingot_context *ctx, const char *op, int64_t dim) {
 template <typename RowSource>
 void launch_gather(const ingot_context *ctx, const RowSource &source, int64_t num_tokens,
                    int heads, const ingot_ngram_table &table, ingot_bf16_matrix out,
-                   cudaStream_t stream) {
+                   const ErrorSink errors, cudaStream_t stream) {
   const TableView tab{table.data, table.num_rows, table.dim, table.stride, table.scale};
   const OutView o{out.data, out.stride};
   const unsigned grid = ingot_cuda_grid(ctx, num_tokens * heads, kTileRows, kGatherWaves);
@@ -525,7 +534,7 @@ void launch_gather(const ingot_context *ctx, const RowSource &source, int64_t nu
   auto go = [&](auto elem, auto vector) {
     using TableT = decltype(elem);
     ngram_gather_kernel<TableT, decltype(vector)::value><<<grid, kGatherThreads, 0, stream>>>(
-        source, num_tokens, heads, tab, o, ctx->device_errors);
+        source, num_tokens, heads, tab, o, errors);
   };
   switch (table.dtype) {
     case INGOT_DTYPE_F8_E4M3:
@@ -546,21 +555,21 @@ ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngr
                                       const ingot_ngram_batch *batch, ingot_ngram_rows rows,
                                       cudaStream_t stream) {
   static const char op[] = "ingot_ngram_row_ids";
-  ingot_status st = check_item_count(ctx, op, batch->num_tokens, cfg->num_heads);
+  ingot_status st = check_item_count(ctx, op, "ids", batch->num_tokens, cfg->num_heads);
   if (st) return st;
+  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_ROW_IDS_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
     unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens, kThreads, kWaves);
-    ngram_ref_row_ids_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, rows,
-                                                            ctx->device_errors);
+    ngram_ref_row_ids_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, rows, errors);
   } else {
     unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens * cfg->num_heads, kThreads, kWaves);
     with_index_types(*batch, [&](auto id, auto cu) {
       using IdT = decltype(id);
       using CuT = decltype(cu);
       ngram_row_ids_kernel<IdT, CuT><<<grid, kThreads, 0, stream>>>(
-          *cfg, batch_view<IdT, CuT>(*batch), rows.data, rows.stride, ctx->device_errors);
+          *cfg, batch_view<IdT, CuT>(*batch), rows.data, rows.stride, errors);
     });
   }
   return ingot_cuda_check_launch(ctx, op);
@@ -571,18 +580,18 @@ ingot_status ingot_cuda_ngram_commit_context(struct ingot_context *ctx,
                                              const ingot_ngram_batch *batch,
                                              cudaStream_t stream) {
   static const char op[] = "ingot_ngram_commit_context";
+  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_COMMIT_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   unsigned grid = ingot_cuda_grid(ctx, batch->num_requests, kThreads, kWaves);
   if (force_reference(ctx)) {
-    ngram_ref_commit_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, ctx->device_errors);
+    ngram_ref_commit_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, errors);
   } else {
     with_index_types(*batch, [&](auto id, auto cu) {
       using IdT = decltype(id);
       using CuT = decltype(cu);
       ngram_commit_kernel<IdT, CuT><<<grid, kThreads, 0, stream>>>(
-          cfg->n, batch_view<IdT, CuT>(*batch), static_cast<IdT *>(batch->context),
-          ctx->device_errors);
+          cfg->n, batch_view<IdT, CuT>(*batch), static_cast<IdT *>(batch->context), errors);
     });
   }
   return ingot_cuda_check_launch(ctx, op);
@@ -593,7 +602,7 @@ ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *r
                                      const ingot_ngram_table *table, ingot_bf16_matrix out,
                                      cudaStream_t stream) {
   static const char op[] = "ingot_ngram_gather";
-  ingot_status st = check_item_count(ctx, op, num_tokens, num_heads);
+  ingot_status st = check_item_count(ctx, op, "rows", num_tokens, num_heads);
   if (st == INGOT_STATUS_SUCCESS) st = check_table_dim(ctx, op, table->dim);
   if (st) return st;
   if (num_heads > INT32_MAX)
@@ -608,7 +617,8 @@ ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *r
                                                            num_heads, *table, out);
   } else {
     LoadedRows source{rows, rows_stride, static_cast<int>(num_heads)};
-    launch_gather(ctx, source, num_tokens, static_cast<int>(num_heads), *table, out, stream);
+    launch_gather(ctx, source, num_tokens, static_cast<int>(num_heads), *table, out,
+                  ErrorSink{ctx->device_errors, 0u}, stream);
   }
   return ingot_cuda_check_launch(ctx, op);
 }
@@ -618,21 +628,21 @@ ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram
                                     const ingot_ngram_table *table, ingot_bf16_matrix out,
                                     cudaStream_t stream) {
   static const char op[] = "ingot_ngram_embed";
-  ingot_status st = check_item_count(ctx, op, batch->num_tokens, cfg->num_heads);
+  ingot_status st = check_item_count(ctx, op, "ids", batch->num_tokens, cfg->num_heads);
   if (st == INGOT_STATUS_SUCCESS) st = check_table_dim(ctx, op, table->dim);
   if (st) return st;
+  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_EMBED_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
     unsigned grid = ingot_cuda_grid(ctx, batch->num_tokens, kThreads, kWaves);
-    ngram_ref_embed_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, *table, out,
-                                                          ctx->device_errors);
+    ngram_ref_embed_kernel<<<grid, kThreads, 0, stream>>>(*cfg, *batch, *table, out, errors);
   } else {
     with_index_types(*batch, [&](auto id, auto cu) {
       using IdT = decltype(id);
       using CuT = decltype(cu);
       ComputedRows<IdT, CuT> source{*cfg, batch_view<IdT, CuT>(*batch)};
-      launch_gather(ctx, source, batch->num_tokens, cfg->num_heads, *table, out, stream);
+      launch_gather(ctx, source, batch->num_tokens, cfg->num_heads, *table, out, errors, stream);
     });
   }
   return ingot_cuda_check_launch(ctx, op);
