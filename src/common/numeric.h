@@ -36,6 +36,44 @@ INGOT_HD float ingot_bits_f32(uint32_t u) {
 #endif
 }
 
+/* 1 iff x is neither NaN nor +-Inf. */
+INGOT_HD int ingot_f32_finite(float x) { return (ingot_f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
+
+/* Single IEEE fp32 operations, rounded to nearest even, never contracted
+ * into an fma (the CUDA intrinsics forbid it; the C code is built with
+ * -ffp-contract=off): the same bits on every backend. */
+INGOT_HD float ingot_fadd_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+INGOT_HD float ingot_fsub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+INGOT_HD float ingot_fmul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+INGOT_HD float ingot_fdiv_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 /* fp32 -> bf16, round to nearest even. Every NaN becomes the canonical
  * 0x7fc0: NaN payloads and signs differ between CPUs and GPUs after
  * arithmetic (a GPU multiply returns 0x7fffffff), so only a canonical NaN

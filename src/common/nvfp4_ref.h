@@ -15,25 +15,6 @@
 #define INGOT_NVFP4_CANONICAL_NAN 0x7fc00000u
 #define INGOT_F32_MAX_BITS 0x7f7fffffu
 
-INGOT_HD float ingot_fmul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-INGOT_HD float ingot_fdiv_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-/* 1 iff x is neither NaN nor +-Inf. */
-INGOT_HD int ingot_f32_finite(float x) { return (ingot_f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
-
 /* 1 iff 0 < gs <= FLT_MAX (a usable global scale). */
 INGOT_HD int ingot_nvfp4_gs_valid(float gs) {
   return ingot_f32_bits(gs) - 1u < INGOT_F32_MAX_BITS;

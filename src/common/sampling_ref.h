@@ -24,45 +24,6 @@
 #include "common/numeric.h"
 #include "ingot/ingot.h"
 
-/* ---- single IEEE fp32 operations (no contraction into fma) --------------- */
-
-INGOT_HD float ingot_sampling_fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-INGOT_HD float ingot_sampling_fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-INGOT_HD float ingot_sampling_fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-INGOT_HD float ingot_sampling_fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-/* 1 iff x is neither NaN nor +-Inf. */
-INGOT_HD int ingot_sampling_finite(float x) {
-  return (ingot_f32_bits(x) & 0x7f800000u) != 0x7f800000u;
-}
-
 /* ---- Philox-4x32-10 -------------------------------------------------------- */
 
 #define INGOT_PHILOX_M0 0xD2511F53u
@@ -142,23 +103,23 @@ INGOT_HD float ingot_sampling_ref_exp(float x) {
   if (x > 0.0f) x = 0.0f;
   if (x < -104.0f) return 0.0f; /* e^-104 < 2^-150: rounds to 0 */
   /* k = round(x / ln 2): adding 1.5 * 2^23 rounds to an integer (ties even) */
-  float kf = ingot_sampling_fsub(
-      ingot_sampling_fadd(ingot_sampling_fmul(x, 1.44269502162933349609375f), 12582912.0f),
+  float kf = ingot_fsub_rn(
+      ingot_fadd_rn(ingot_fmul_rn(x, 1.44269502162933349609375f), 12582912.0f),
       12582912.0f);
-  float r = ingot_sampling_fsub(x, ingot_sampling_fmul(kf, INGOT_SAMPLING_LN2_HI));
-  r = ingot_sampling_fsub(r, ingot_sampling_fmul(kf, INGOT_SAMPLING_LN2_LO));
+  float r = ingot_fsub_rn(x, ingot_fmul_rn(kf, INGOT_SAMPLING_LN2_HI));
+  r = ingot_fsub_rn(r, ingot_fmul_rn(kf, INGOT_SAMPLING_LN2_LO));
   float p = 1.98412698e-4f; /* 1/7! */
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 1.38888889e-3f); /* 1/6! */
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 8.33333333e-3f); /* 1/5! */
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 4.16666667e-2f); /* 1/4! */
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 1.66666667e-1f); /* 1/3! */
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 0.5f);
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 1.0f);
-  p = ingot_sampling_fadd(ingot_sampling_fmul(p, r), 1.0f);
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 1.38888889e-3f); /* 1/6! */
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 8.33333333e-3f); /* 1/5! */
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 4.16666667e-2f); /* 1/4! */
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 1.66666667e-1f); /* 1/3! */
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 0.5f);
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 1.0f);
+  p = ingot_fadd_rn(ingot_fmul_rn(p, r), 1.0f);
   int k = (int)kf; /* in [-150, 0] */
-  if (k >= -126) return ingot_sampling_fmul(p, ingot_bits_f32((uint32_t)(k + 127) << 23));
-  p = ingot_sampling_fmul(p, ingot_bits_f32((uint32_t)(k + 64 + 127) << 23));
-  return ingot_sampling_fmul(p, 5.421010862427522e-20f); /* 2^-64 */
+  if (k >= -126) return ingot_fmul_rn(p, ingot_bits_f32((uint32_t)(k + 127) << 23));
+  p = ingot_fmul_rn(p, ingot_bits_f32((uint32_t)(k + 64 + 127) << 23));
+  return ingot_fmul_rn(p, 5.421010862427522e-20f); /* 2^-64 */
 }
 
 /* log(2^e * (1 + f)) for f in [-0.2929, 0.4143] (1 + f within [1/sqrt2,
@@ -166,20 +127,20 @@ INGOT_HD float ingot_sampling_ref_exp(float x) {
  * R = z (2/3 + z (2/5 + z (2/7 + z (2/9 + z 2/11)))), hfsq = f^2 / 2,
  * log(1 + f) = f - (hfsq - s (hfsq + R)). */
 INGOT_HD float ingot_sampling_ref_log_core(int e, float f) {
-  float s = ingot_sampling_fdiv(f, ingot_sampling_fadd(2.0f, f));
-  float z = ingot_sampling_fmul(s, s);
+  float s = ingot_fdiv_rn(f, ingot_fadd_rn(2.0f, f));
+  float z = ingot_fmul_rn(s, s);
   float R = 1.81818182e-1f; /* 2/11 */
-  R = ingot_sampling_fadd(ingot_sampling_fmul(R, z), 2.22222222e-1f); /* 2/9 */
-  R = ingot_sampling_fadd(ingot_sampling_fmul(R, z), 2.85714286e-1f); /* 2/7 */
-  R = ingot_sampling_fadd(ingot_sampling_fmul(R, z), 4.0e-1f);        /* 2/5 */
-  R = ingot_sampling_fadd(ingot_sampling_fmul(R, z), 6.66666667e-1f); /* 2/3 */
-  R = ingot_sampling_fmul(R, z);
-  float hfsq = ingot_sampling_fmul(ingot_sampling_fmul(0.5f, f), f);
-  float l = ingot_sampling_fsub(
-      f, ingot_sampling_fsub(hfsq, ingot_sampling_fmul(s, ingot_sampling_fadd(hfsq, R))));
+  R = ingot_fadd_rn(ingot_fmul_rn(R, z), 2.22222222e-1f); /* 2/9 */
+  R = ingot_fadd_rn(ingot_fmul_rn(R, z), 2.85714286e-1f); /* 2/7 */
+  R = ingot_fadd_rn(ingot_fmul_rn(R, z), 4.0e-1f);        /* 2/5 */
+  R = ingot_fadd_rn(ingot_fmul_rn(R, z), 6.66666667e-1f); /* 2/3 */
+  R = ingot_fmul_rn(R, z);
+  float hfsq = ingot_fmul_rn(ingot_fmul_rn(0.5f, f), f);
+  float l = ingot_fsub_rn(
+      f, ingot_fsub_rn(hfsq, ingot_fmul_rn(s, ingot_fadd_rn(hfsq, R))));
   float ef = (float)e;
-  return ingot_sampling_fadd(ingot_sampling_fmul(ef, INGOT_SAMPLING_LN2_HI),
-                             ingot_sampling_fadd(ingot_sampling_fmul(ef, INGOT_SAMPLING_LN2_LO), l));
+  return ingot_fadd_rn(ingot_fmul_rn(ef, INGOT_SAMPLING_LN2_HI),
+                             ingot_fadd_rn(ingot_fmul_rn(ef, INGOT_SAMPLING_LN2_LO), l));
 }
 
 /* Natural log of a positive finite fp32 x (uses: the Gumbel noise, where
@@ -188,7 +149,7 @@ INGOT_HD float ingot_sampling_ref_log(float x) {
   uint32_t u = ingot_f32_bits(x);
   int e = (int)(u >> 23) - 127;
   if (u < 0x00800000u) { /* subnormal: scale by 2^24 (exact) */
-    u = ingot_f32_bits(ingot_sampling_fmul(x, 16777216.0f));
+    u = ingot_f32_bits(ingot_fmul_rn(x, 16777216.0f));
     e = (int)(u >> 23) - 127 - 24;
   }
   uint32_t mb = (u & 0x7fffffu) | 0x3f800000u; /* mantissa as m in [1, 2) */
@@ -196,7 +157,7 @@ INGOT_HD float ingot_sampling_ref_log(float x) {
     mb -= 0x00800000u;
     e += 1;
   }
-  return ingot_sampling_ref_log_core(e, ingot_sampling_fsub(ingot_bits_f32(mb), 1.0f)); /* exact */
+  return ingot_sampling_ref_log_core(e, ingot_fsub_rn(ingot_bits_f32(mb), 1.0f)); /* exact */
 }
 
 /* log(1 - u) for u in [2^-33, 1 - 2^-24], accurate for small u too:
@@ -205,8 +166,8 @@ INGOT_HD float ingot_sampling_ref_log(float x) {
  *   u >= 1/2:         1 - u is exact: log of it. */
 INGOT_HD float ingot_sampling_ref_log1m(float u) {
   if (u <= 0.29289321881345247f) return ingot_sampling_ref_log_core(0, -u);
-  if (u < 0.5f) return ingot_sampling_ref_log_core(-1, ingot_sampling_fsub(1.0f, ingot_sampling_fmul(2.0f, u)));
-  return ingot_sampling_ref_log(ingot_sampling_fsub(1.0f, u));
+  if (u < 0.5f) return ingot_sampling_ref_log_core(-1, ingot_fsub_rn(1.0f, ingot_fmul_rn(2.0f, u)));
+  return ingot_sampling_ref_log(ingot_fsub_rn(1.0f, u));
 }
 
 /* Gumbel noise from a uniform: g = -log(E), E = -log(1 - u) (an Exp(1)
@@ -239,7 +200,7 @@ INGOT_HD float ingot_sampling_load(const void *row, ingot_dtype dtype, int64_t i
  * this rule on the device (no host read) and flag the row. */
 INGOT_HD int ingot_sampling_params_check(float temperature, int32_t top_k, float top_p,
                                          float min_p) {
-  if (!(temperature >= 0.0f) || !ingot_sampling_finite(temperature)) return 1;
+  if (!(temperature >= 0.0f) || !ingot_f32_finite(temperature)) return 1;
   if (top_k < 0) return 2;
   if (!(top_p > 0.0f && top_p <= 1.0f)) return 3;
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return 4;

@@ -125,7 +125,7 @@ static int64_t allowed_values(const ingot_sampling_input *in, int64_t r, float *
       *flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
       continue;
     }
-    vals[e[1]] = ingot_sampling_fadd(vals[e[1]], in->bias_values[j]);
+    vals[e[1]] = ingot_fadd_rn(vals[e[1]], in->bias_values[j]);
   }
   /* banned tokens (a NaN / +Inf there still counts) */
   for (int64_t j = 0; j < in->num_banned; j++) {
@@ -135,7 +135,7 @@ static int64_t allowed_values(const ingot_sampling_input *in, int64_t r, float *
       *flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
       continue;
     }
-    if (!ingot_sampling_finite(vals[e[1]]) && vals[e[1]] != -INFINITY)
+    if (!ingot_f32_finite(vals[e[1]]) && vals[e[1]] != -INFINITY)
       *flags |= INGOT_SAMPLING_ROW_NAN;
     vals[e[1]] = -INFINITY;
   }
@@ -145,7 +145,7 @@ static int64_t allowed_values(const ingot_sampling_input *in, int64_t r, float *
   float m = -INFINITY;
   for (int64_t i = 0; i < V; i++) {
     float v = vals[i];
-    if (!ingot_sampling_finite(v)) {
+    if (!ingot_f32_finite(v)) {
       if (v != -INFINITY) *flags |= INGOT_SAMPLING_ROW_NAN;
       vals[i] = -INFINITY;
       continue;
@@ -217,14 +217,14 @@ static int32_t final_distribution(const ingot_sampling_input *in, int64_t r,
   }
   for (int64_t i = 0; i < V; i++)
     if (s->vals[i] != -INFINITY)
-      s->vals[i] = ingot_sampling_fdiv(ingot_sampling_fsub(s->vals[i], m), p->temperature);
+      s->vals[i] = ingot_fdiv_rn(ingot_fsub_rn(s->vals[i], m), p->temperature);
   apply_filters(s->vals, V, count, p, s->order);
   if (!draw) return -1;
   int32_t best = -1;
   float best_key = -INFINITY;
   for (int64_t i = 0; i < V; i++) {
     if (s->vals[i] == -INFINITY) continue;
-    float key = ingot_sampling_fadd(
+    float key = ingot_fadd_rn(
         s->vals[i], ingot_sampling_ref_gumbel(p->seed, p->position, (uint32_t)i));
     if (best < 0 || key > best_key) {
       best = (int32_t)i;
@@ -280,7 +280,7 @@ static void raw_outputs(const ingot_sampling_input *in, int64_t r, const row_par
   float m = -INFINITY;
   for (int64_t i = 0; i < V; i++) {
     float x = ingot_sampling_load(row, in->dtype, i);
-    if (ingot_sampling_finite(x) && x > m) m = x;
+    if (ingot_f32_finite(x) && x > m) m = x;
   }
   int want_top = out->num_top > 0 && !(out->flags & INGOT_SAMPLING_TOP_FINAL);
   int64_t filled = 0;
@@ -289,8 +289,8 @@ static void raw_outputs(const ingot_sampling_input *in, int64_t r, const row_par
   if (m != -INFINITY) {
     for (int64_t i = 0; i < V; i++) {
       float x = ingot_sampling_load(row, in->dtype, i);
-      if (!ingot_sampling_finite(x)) continue;
-      float v = ingot_sampling_fdiv(ingot_sampling_fsub(x, m), t);
+      if (!ingot_f32_finite(x)) continue;
+      float v = ingot_fdiv_rn(ingot_fsub_rn(x, m), t);
       z += (double)ingot_sampling_ref_exp(v);
       if (i == token) token_value = v;
       if (want_top && v != -INFINITY) top_insert(s->top, out->num_top, &filled, v, (int32_t)i);
