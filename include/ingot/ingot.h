@@ -514,6 +514,100 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
                                                     const ingot_tensor *nonfinite_count,
                                                     struct CUstream_st *stream);
 
+/* ---- NVFP4 GEMM and the fused gate/up + GeGLU MLP ----------------------- */
+/*
+ * An NVFP4 matrix operand: values, swizzled scales and global scale, each
+ * in the context's memory, as for the format ops above. For a [rows, cols]
+ * matrix: values U8 [rows, cols/2], last dimension contiguous, any row
+ * stride (16-byte aligned rows run fastest); scales the 128x4 buffer of
+ * [rows, cols] (padding not read); global_scale F32 [1].
+ *
+ * GEMM (spec/nvfp4.md): A [M, K], B [N, K] (B is a linear layer's weight,
+ * [out, in]):
+ *   acc[m, n] = sum_k decode(a[m, k]) * decode(b[n, k])   fp32 accumulation
+ *   alpha     = 1.0f / (gsA * gsB)                          (two fp32 roundings)
+ *   D[m, n]   = acc[m, n] * alpha, stored as F32 or rounded to BF16.
+ * decode(x) = e2m1(code) * float(sf), exact in bf16 and fp32, so the only
+ * rounding before the epilogue is the fp32 accumulation: backends differ by
+ * summation order only (the CPU reference sums each dot product exactly in
+ * double and rounds it once to fp32). A NaN scale byte or a bad global
+ * scale propagates as NaN.
+ *
+ * Fused GeGLU: A [M, K] times W [2H, K] whose rows are gate/up PAIRWISE
+ * INTERLEAVED (row 2j = gate row j, row 2j+1 = up row j; see
+ * ingot_nvfp4_quantize_gate_up):
+ *   g = acc[m, 2j] * alpha,  u = acc[m, 2j+1] * alpha        (fp32)
+ *   h[m, j] = gelu_tanh(g) * u,
+ *   gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+ * and h [M, H] is quantized by the quantize rule above with the caller's
+ * output global scale (static, calibrated) straight from the epilogue: no
+ * [M, H] bf16/fp32 intermediate exists in memory. Because acc differs by
+ * summation order across backends, h codes can differ by one E2M1 step
+ * where h lies on a rounding boundary (tests: >= 99.9% identical).
+ *
+ * Shapes: M >= 1; K % 64 == 0; N % 64 == 0 (GeGLU: 2H % 64 == 0, i.e.
+ * H % 32 == 0; the MLP: H % 64 == 0 because h is the down GEMM's K).
+ * Anything else is rejected before launch with INVALID_ARGUMENT naming the
+ * value; there is no hidden fallback. CUDA needs compute capability 8.0 or
+ * newer (bf16 tensor cores; NVFP4 operands are decoded in the kernel with
+ * their block scales folded in, never into a dequantized copy in memory);
+ * older devices get NOT_SUPPORTED.
+ *
+ * Workspace: ask the *_workspace_size query with the same shape and pass
+ * at least that many bytes, 16-byte aligned (NULL when 0 is needed); its
+ * contents on entry do not matter. Outputs must not overlap inputs, each
+ * other or the workspace. On error nothing is written or launched. CUDA: no
+ * allocation, no host synchronisation: capturable in a CUDA graph.
+ */
+typedef struct ingot_nvfp4_matrix {
+  const ingot_tensor *values;       /* U8 [rows, cols/2] */
+  const ingot_tensor *scales;       /* U8 / F8_E4M3 128x4 buffer of [rows, cols] */
+  const ingot_tensor *global_scale; /* F32 [1] */
+} ingot_nvfp4_matrix;
+
+/* Workspace bytes of ingot_nvfp4_gemm for D [m, n] = A [m, k] x B [n, k]^T
+ * (shapes validated as for the op). */
+INGOT_API ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m,
+                                                       int64_t n, int64_t k, size_t *bytes);
+
+/* d [M, N] (F32 or BF16, last dimension contiguous, any row stride) <- the
+ * GEMM above of a [M, K] and b [N, K]. */
+INGOT_API ingot_status ingot_nvfp4_gemm(ingot_context_t ctx, const ingot_nvfp4_matrix *a,
+                                        const ingot_nvfp4_matrix *b, const ingot_tensor *d,
+                                        void *workspace, size_t workspace_bytes,
+                                        struct CUstream_st *stream);
+
+/* Workspace bytes of ingot_nvfp4_geglu for x [m, k] and W [2 * hidden, k]. */
+INGOT_API ingot_status ingot_nvfp4_geglu_workspace_size(ingot_context_t ctx, int64_t m,
+                                                        int64_t hidden, int64_t k,
+                                                        size_t *bytes);
+
+/* h <- quantize(gelu_tanh(gate) * up) of x [M, K] and the interleaved
+ * w_gate_up [2H, K], by the rule above. h describes the NVFP4 [M, H]
+ * output: h->values and h->scales are WRITTEN (every scale byte, padding 0),
+ * h->global_scale is READ (the caller's output global scale). */
+INGOT_API ingot_status ingot_nvfp4_geglu(ingot_context_t ctx, const ingot_nvfp4_matrix *x,
+                                         const ingot_nvfp4_matrix *w_gate_up,
+                                         const ingot_nvfp4_matrix *h, void *workspace,
+                                         size_t workspace_bytes, struct CUstream_st *stream);
+
+/* Workspace bytes of ingot_nvfp4_mlp for x [m, k], W_gate_up [2 * hidden, k]
+ * and W_down [n, hidden]; includes the NVFP4 h [m, hidden]. */
+INGOT_API ingot_status ingot_nvfp4_mlp_workspace_size(ingot_context_t ctx, int64_t m,
+                                                      int64_t k, int64_t hidden, int64_t n,
+                                                      size_t *bytes);
+
+/* The gated MLP in one call: h = ingot_nvfp4_geglu(x, w_gate_up) quantized
+ * with h_global_scale (F32 [1]) into the workspace, then
+ * out [M, N] (F32 or BF16) = ingot_nvfp4_gemm(h, w_down [N, H]). Results are
+ * identical to the two calls. */
+INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_matrix *x,
+                                       const ingot_nvfp4_matrix *w_gate_up,
+                                       const ingot_tensor *h_global_scale,
+                                       const ingot_nvfp4_matrix *w_down,
+                                       const ingot_tensor *out, void *workspace,
+                                       size_t workspace_bytes, struct CUstream_st *stream);
+
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                  */
 /* ------------------------------------------------------------------------ */

@@ -121,6 +121,13 @@ typedef struct ingot_nvfp4_dense {
   int64_t stride;           /* elements between rows */
 } ingot_nvfp4_dense;
 
+/* An NVFP4 GEMM operand: a packed matrix and its global scale (one float in
+ * the context's memory). */
+typedef struct ingot_nvfp4_operand {
+  ingot_nvfp4_packed m;
+  const float *global_scale;
+} ingot_nvfp4_operand;
+
 /* ---- sampling argument bundles ------------------------------------------- */
 
 /* The inputs of one sampling call (softmax or sample). Absent parameters and
@@ -205,6 +212,24 @@ typedef struct ingot_backend_ops {
   ingot_status (*nvfp4_unswizzle_scales)(struct ingot_context *ctx,
                                          const ingot_nvfp4_packed *layout, uint8_t *linear,
                                          int64_t linear_stride, struct CUstream_st *stream);
+
+  /* NVFP4 GEMM / fused GeGLU. Entries may be NULL (NOT_SUPPORTED). Core has
+   * validated the shapes (K % 64, N % 64, 2H % 64) and the workspace size.
+   * gemm: d [M, N] <- a [M, K] x b [N, K]^T.
+   * geglu: h [M, H] (values + every scale byte) <- a [M, K] x w [2H, K]^T,
+   *        quantized with h_global_scale. */
+  ingot_status (*nvfp4_gemm_workspace_size)(struct ingot_context *ctx, int64_t m, int64_t n,
+                                            int64_t k, size_t *bytes);
+  ingot_status (*nvfp4_gemm)(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
+                             const ingot_nvfp4_operand *b, ingot_nvfp4_dense d,
+                             void *workspace, size_t workspace_bytes,
+                             struct CUstream_st *stream);
+  ingot_status (*nvfp4_geglu_workspace_size)(struct ingot_context *ctx, int64_t m,
+                                             int64_t hidden, int64_t k, size_t *bytes);
+  ingot_status (*nvfp4_geglu)(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
+                              const ingot_nvfp4_operand *w, const ingot_nvfp4_packed *h,
+                              const float *h_global_scale, void *workspace,
+                              size_t workspace_bytes, struct CUstream_st *stream);
 
   /* Sampling. Entries may be NULL: core then returns NOT_SUPPORTED (see
    * ingot_core_require_op). The size queries get validated shapes

@@ -125,6 +125,10 @@ const ingot_backend_ops ingot_cuda_backend_ops = {
     /* .nvfp4_dequantize     = */ ingot_cuda_nvfp4_dequantize,
     /* .nvfp4_swizzle_scales = */ ingot_cuda_nvfp4_swizzle_scales,
     /* .nvfp4_unswizzle_scales = */ ingot_cuda_nvfp4_unswizzle_scales,
+    /* .nvfp4_gemm_workspace_size = */ nullptr,
+    /* .nvfp4_gemm           = */ nullptr,
+    /* .nvfp4_geglu_workspace_size = */ nullptr,
+    /* .nvfp4_geglu          = */ nullptr,
     /* Sampling: not implemented on CUDA yet; core answers NOT_SUPPORTED. */
     /* .sampling_softmax_workspace_size = */ nullptr,
     /* .sampling_softmax     = */ nullptr,
