@@ -10,6 +10,7 @@
 #define INGOT_COMMON_NVFP4_REF_H
 
 #include "common/numeric.h"
+#include "common/sampling_ref.h" /* the portable exp */
 #include "ingot/ingot.h"
 
 #define INGOT_NVFP4_CANONICAL_NAN 0x7fc00000u
@@ -88,6 +89,23 @@ INGOT_HD float ingot_nvfp4_global_scale_from_amax(float amax) {
   float gs = ingot_fdiv_rn(2688.0f, amax);
   if (!ingot_f32_finite(gs)) gs = ingot_bits_f32(INGOT_F32_MAX_BITS);
   return gs;
+}
+
+/* gelu_tanh(g) = 0.5 g (1 + tanh(c (g + 0.044715 g^3))), c = sqrt(2/pi),
+ * computed as g * sigmoid(y) with y = 2c (g + 0.044715 g^3), using the
+ * portable exp on -|y| (never overflows): one fixed sequence of IEEE fp32
+ * operations, so the CPU and CUDA epilogues give the same bits for the same
+ * accumulator. NaN gives NaN, +Inf gives +Inf, -Inf gives -0. Within
+ * 1.1e-5 relative of the exact function for |g| < 12 (the loss is y's own
+ * rounding, amplified by e^y where the result is tiny). */
+INGOT_HD float ingot_gelu_tanh(float g) {
+  float g3 = ingot_fmul_rn(ingot_fmul_rn(g, g), g);
+  float y = ingot_fmul_rn(1.5957691216057308f, ingot_fadd_rn(g, ingot_fmul_rn(0.044715f, g3)));
+  float e = ingot_sampling_ref_exp(y < 0.0f ? y : -y); /* e^-|y| in (0, 1] */
+  float d = ingot_fadd_rn(1.0f, e);
+  float sig = y < 0.0f ? ingot_fdiv_rn(e, d) : ingot_fdiv_rn(1.0f, d);
+  if (sig == 0.0f) return -0.0f; /* g very negative, also -Inf (not -Inf * 0) */
+  return ingot_fmul_rn(g, sig);
 }
 
 #endif /* INGOT_COMMON_NVFP4_REF_H */
