@@ -529,9 +529,10 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  *   D[m, n]   = acc[m, n] * alpha, stored as F32 or rounded to BF16.
  * decode(x) = e2m1(code) * float(sf), exact in bf16 and fp32, so the only
  * rounding before the epilogue is the fp32 accumulation: backends differ by
- * summation order only (the CPU reference sums each dot product exactly in
- * double and rounds it once to fp32). A NaN scale byte or a bad global
- * scale propagates as NaN.
+ * summation order only (the CPU reference sums each dot product in double
+ * precision, in which the exact products add without error unless their
+ * magnitudes span more than 2^40, and rounds it once to fp32). A NaN scale
+ * byte or a bad global scale propagates as NaN.
  *
  * Fused GeGLU: A [M, K] times W [2H, K] whose rows are gate/up PAIRWISE
  * INTERLEAVED (row 2j = gate row j, row 2j+1 = up row j; see
