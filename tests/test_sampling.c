@@ -1759,21 +1759,6 @@ static int test_defaults(void) {
   return 0;
 }
 
-static int test_cuda_not_supported(void) {
-  if (!ingot_backend_available(INGOT_BACKEND_CUDA)) return TEST_SKIP_CODE;
-  ingot_context_t cuda;
-  if (ingot_context_create(INGOT_BACKEND_CUDA, 0, &cuda) != INGOT_OK) return TEST_SKIP_CODE;
-  size_t bytes = 0;
-  ingot_status st = ingot_sample_workspace_size(cuda, 1, 100, INGOT_DTYPE_F32, 0, &bytes);
-  EXPECT(st == INGOT_STATUS_NOT_SUPPORTED &&
-             strstr(ingot_last_error(cuda), "not implemented on the CUDA backend yet"),
-         "CUDA sample size query: %s %s", ingot_status_name(st), ingot_last_error(cuda));
-  st = ingot_sampling_softmax_workspace_size(cuda, 1, 100, INGOT_DTYPE_F32, &bytes);
-  EXPECT(st == INGOT_STATUS_NOT_SUPPORTED, "CUDA softmax size query: %s", ingot_status_name(st));
-  ingot_context_destroy(cuda);
-  return 0;
-}
-
 int main(void) {
   test_init("test_sampling");
   if (ingot_context_create(INGOT_BACKEND_CPU, 0, &ctx) != INGOT_OK) {
@@ -1795,7 +1780,6 @@ int main(void) {
   test_run("dtypes_and_strides", test_dtypes_and_strides);
   test_run("invalid_arguments", test_invalid_arguments);
   test_run("defaults", test_defaults);
-  test_run("cuda_not_supported", test_cuda_not_supported);
   ingot_context_destroy(ctx);
   return test_finish();
 }

@@ -27,6 +27,8 @@ typedef void (*bench_family_fn)(bench_registry *reg);
 static const bench_family_fn families[] = {
     bench_ngram_register,
     bench_nvfp4_register,
+    bench_nvfp4_gemm_register,
+    bench_sampling_register,
 };
 
 /* ---- repetition counts ------------------------------------------------------------ */

@@ -142,6 +142,8 @@ void bench_add(bench_registry *reg, const char *family, const char *op, const ch
  * family declares its function here and adds it to `families` in bench.c. */
 void bench_ngram_register(bench_registry *reg); /* tools/bench_ngram.c */
 void bench_nvfp4_register(bench_registry *reg); /* tools/bench_nvfp4.c */
+void bench_nvfp4_gemm_register(bench_registry *reg); /* tools/bench_nvfp4_gemm.c */
+void bench_sampling_register(bench_registry *reg); /* tools/bench_sampling.c */
 
 /* ---- messages --------------------------------------------------------------- */
 

@@ -520,7 +520,8 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * in the context's memory, as for the format ops above. For a [rows, cols]
  * matrix: values U8 [rows, cols/2], last dimension contiguous, any row
  * stride (16-byte aligned rows run fastest); scales the 128x4 buffer of
- * [rows, cols] (padding not read); global_scale F32 [1].
+ * [rows, cols] (its padding bytes may be read, whatever they hold, but never
+ * reach an output); global_scale F32 [1].
  *
  * GEMM (spec/nvfp4.md): A [M, K], B [N, K] (B is a linear layer's weight,
  * [out, in]):
@@ -529,10 +530,27 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  *   D[m, n]   = acc[m, n] * alpha, stored as F32 or rounded to BF16.
  * decode(x) = e2m1(code) * float(sf), exact in bf16 and fp32, so the only
  * rounding before the epilogue is the fp32 accumulation: backends differ by
- * summation order only (the CPU reference sums each dot product in double
- * precision, in which the exact products add without error unless their
- * magnitudes span more than 2^40, and rounds it once to fp32). A NaN scale
- * byte or a bad global scale propagates as NaN.
+ * summation order only. The CPU reference computes each dot product
+ * EXACTLY (integer arithmetic on 2^10 * decode(x), an integer of at most 22
+ * bits) and rounds it once to fp32, nearest even: the correctly rounded
+ * acc, independent of blocking and thread count.
+ *
+ * Non-finite rules (every backend):
+ *   - A NaN scale byte (0x7F / 0xFF) in the K range of row m of A makes
+ *     acc[m, n] NaN for every n (decode is NaN, and NaN * 0 = NaN); the
+ *     same for row n of B. Padding bytes of a scale buffer never reach an
+ *     output (CUDA reads whole 512-byte scale tiles; the CPU does not).
+ *   - A global scale of A or B that is not finite or not > 0 makes alpha,
+ *     and so every output, NaN. Valid but extreme scales follow the fp32
+ *     arithmetic (gsA * gsB overflowing gives alpha = 0; underflowing to 0
+ *     gives alpha = +Inf and Inf / NaN outputs).
+ *   - NaN outputs are written as the canonical quiet NaN: F32 0x7FC00000,
+ *     BF16 0x7FC0.
+ *   - GeGLU: a NaN g or u gives a NaN h, which the quantize rule encodes as
+ *     code 0 outside the block's amax (a NaN row of x, or a bad w_gate_up
+ *     global scale, gives an all-zero h row / h: codes 0, scales 0). An h
+ *     global scale that is not finite or not > 0 gives sf = 0 and codes 0
+ *     everywhere (the quantize rule).
  *
  * Fused GeGLU: A [M, K] times W [2H, K] whose rows are gate/up PAIRWISE
  * INTERLEAVED (row 2j = gate row j, row 2j+1 = up row j; see
@@ -546,10 +564,12 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * summation order across backends, h codes can differ by one E2M1 step
  * where h lies on a rounding boundary (tests: >= 99.9% identical).
  *
- * Shapes: M >= 1; K % 64 == 0; N % 64 == 0 (GeGLU: 2H % 64 == 0, i.e.
- * H % 32 == 0; the MLP: H % 64 == 0 because h is the down GEMM's K).
- * Anything else is rejected before launch with INVALID_ARGUMENT naming the
- * value; there is no hidden fallback. CUDA needs compute capability 8.0 or
+ * Shapes: M >= 0; K a positive multiple of 64; N a positive multiple of 64
+ * (GeGLU: 2H a positive multiple of 64, i.e. H % 32 == 0; the MLP: H % 64
+ * == 0 because h is the down GEMM's K). M = 0 (an empty batch) is a
+ * successful no-op that writes nothing (its workspace size is 0); the
+ * tensors are still checked. Anything else is rejected before launch with
+ * INVALID_ARGUMENT naming the value; there is no hidden fallback. CUDA needs compute capability 8.0 or
  * newer (bf16 tensor cores; NVFP4 operands are decoded in the kernel with
  * their block scales folded in, never into a dequantized copy in memory);
  * older devices get NOT_SUPPORTED.
@@ -559,6 +579,14 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * contents on entry do not matter. Outputs must not overlap inputs, each
  * other or the workspace. On error nothing is written or launched. CUDA: no
  * allocation, no host synchronisation: capturable in a CUDA graph.
+ *
+ * CPU backend: runs synchronously on up to min(online CPUs, 64) threads
+ * that it starts and joins within the call (POSIX threads; rows x 64-column
+ * tiles of D are split between them). Results do not depend on the number
+ * of threads. Its workspace holds, per thread, one tile's operands decoded
+ * for a K chunk of up to 2048 and the tile's exact accumulators (about
+ * 280 KB per thread for K >= 2048), for min(64, tiles) threads whatever
+ * the machine: the size depends only on the shape.
  */
 typedef struct ingot_nvfp4_matrix {
   const ingot_tensor *values;       /* U8 [rows, cols/2] */
@@ -567,12 +595,17 @@ typedef struct ingot_nvfp4_matrix {
 } ingot_nvfp4_matrix;
 
 /* Workspace bytes of ingot_nvfp4_gemm for D [m, n] = A [m, k] x B [n, k]^T
- * (shapes validated as for the op). */
+ * (m >= 0; n, k positive multiples of 64). 0 for m = 0. Returns
+ * INVALID_ARGUMENT (bad value, NULL bytes), NOT_SUPPORTED (the backend has
+ * no NVFP4 GEMM). The same rules for the two queries below. */
 INGOT_API ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m,
                                                        int64_t n, int64_t k, size_t *bytes);
 
 /* d [M, N] (F32 or BF16, last dimension contiguous, any row stride) <- the
- * GEMM above of a [M, K] and b [N, K]. */
+ * GEMM above of a [M, K] and b [N, K]. Returns INVALID_ARGUMENT (shape,
+ * dtype, NULL, overlap, alignment, residency), INSUFFICIENT_WORKSPACE,
+ * NOT_SUPPORTED (backend / device), CUDA_ERROR; the same for the two ops
+ * below. */
 INGOT_API ingot_status ingot_nvfp4_gemm(ingot_context_t ctx, const ingot_nvfp4_matrix *a,
                                         const ingot_nvfp4_matrix *b, const ingot_tensor *d,
                                         void *workspace, size_t workspace_bytes,
@@ -593,7 +626,9 @@ INGOT_API ingot_status ingot_nvfp4_geglu(ingot_context_t ctx, const ingot_nvfp4_
                                          size_t workspace_bytes, struct CUstream_st *stream);
 
 /* Workspace bytes of ingot_nvfp4_mlp for x [m, k], W_gate_up [2 * hidden, k]
- * and W_down [n, hidden]; includes the NVFP4 h [m, hidden]. */
+ * and W_down [n, hidden]: the NVFP4 h [m, hidden] (values m * hidden / 2
+ * bytes, then its swizzled scales, each 16-byte aligned) followed by
+ * max(geglu workspace, gemm workspace) of the two steps. 0 for m = 0. */
 INGOT_API ingot_status ingot_nvfp4_mlp_workspace_size(ingot_context_t ctx, int64_t m,
                                                       int64_t k, int64_t hidden, int64_t n,
                                                       size_t *bytes);
@@ -688,7 +723,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * CPU: checked before running; a bad value returns INVALID_ARGUMENT naming
  * the element, nothing written. CUDA: values in device memory are checked
  * on the device without a host read: a row with a bad value gets token -1
- * and INGOT_SAMPLING_ROW_BAD_PARAMETER; other rows are unaffected.
+ * and INGOT_SAMPLING_ROW_BAD_PARAMETER, -Inf log-probabilities, top-n
+ * slots -1 / -Inf and (softmax) zero probabilities; other rows are
+ * unaffected.
  *
  * Sparse lists. banned [N, 2] I32 holds (row, token) pairs; bias_ids
  * [M, 2] I32 (row, token) with bias_values [M] F32. Any row strides. An
@@ -704,9 +741,19 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * *_workspace_size with the same shape and pass at least that many bytes,
  * 16-byte aligned (workspace may be NULL when 0 bytes are needed); its
  * contents on entry do not matter and are undefined after the call.
- * The CUDA backend does not implement the sampling ops yet: its contexts
- * return INGOT_STATUS_NOT_SUPPORTED ("not implemented on the CUDA backend
- * yet") from every op of this section.
+ *
+ * CUDA: each op is ONE kernel launch and needs no workspace (the queries
+ * return 0). A row is processed by a cluster of up to 16 thread blocks
+ * (sm_90; one block before) holding the row in shared memory, so V is
+ * bounded by the device: on an H200 about 800k tokens (400k with the raw
+ * outputs of ingot_sample); on pre-Hopper GPUs (one block a row) about
+ * 34k (17k) on an A100, so typical LLM vocabularies need sm_90 for now;
+ * larger V returns NOT_SUPPORTED before launch. Sums of
+ * probabilities are exact 64-bit fixed-point integers (w * 2^F, F = 63 -
+ * ceil(log2 V)) instead of the CPU's double sums: probabilities and
+ * log-probabilities agree with the CPU within 2e-6 relative, tokens are
+ * identical except at top-p boundaries (see above), and the result does not
+ * depend on the batch or the launch geometry.
  */
 
 /* Bits of the per-row status (row_status outputs). */
@@ -795,8 +842,7 @@ typedef struct ingot_sampling_logprobs {
  * (0 when none); the same for every params and flags. Depends on the
  * context's backend and device; 0 for batch = 0. CPU: 12 * V + 8 * num_top
  * rounded up to 16 (a row's values and a sort buffer, reused row after
- * row). Returns INVALID_ARGUMENT (bad value, NULL bytes), NOT_SUPPORTED
- * (CUDA, for now). */
+ * row). CUDA: 0. Returns INVALID_ARGUMENT (bad value, NULL bytes). */
 INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch,
                                                    int64_t vocab_size, ingot_dtype logits_dtype,
                                                    int64_t num_top, size_t *bytes);
@@ -812,7 +858,7 @@ INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t 
  * Nothing of size [B, V] is written. CPU: runs synchronously, stream NULL.
  * Returns INVALID_ARGUMENT (shape, dtype, NULL, overlap, struct size or
  * version, a per-row value on the CPU), INSUFFICIENT_WORKSPACE,
- * NOT_SUPPORTED (CUDA, for now). */
+ * NOT_SUPPORTED (CUDA: V too large for the device, see above). */
 INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *logits,
                                     const ingot_sampling_params *params,
                                     const ingot_tensor *tokens, const ingot_tensor *row_status,
@@ -821,7 +867,8 @@ INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *log
 
 /* Bytes of workspace ingot_sampling_softmax needs for logits
  * [batch, vocab_size] of logits_dtype. CPU: 12 * V rounded up to 16 (0
- * would do without top-k / top-p, but the size cannot depend on params). */
+ * would do without top-k / top-p, but the size cannot depend on params).
+ * CUDA: 0. */
 INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t batch,
                                                              int64_t vocab_size,
                                                              ingot_dtype logits_dtype,
@@ -835,7 +882,7 @@ INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx
  *   - with top_k / top_p / min_p: the renormalised filtered distribution;
  *   - T == 0: one-hot on the greedy token; an EMPTY row: all zeros.
  * Each probability is w_i / sum_F w rounded to fp32 (CPU: the sum in
- * double precision). row_status: NULL or [B] U32 / I32, OR of
+ * double precision; CUDA: in 64-bit fixed point). row_status: NULL or [B] U32 / I32, OR of
  * INGOT_SAMPLING_ROW_*. Statuses as for ingot_sample. */
 INGOT_API ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *logits,
                                               const ingot_sampling_params *params,

@@ -30,7 +30,7 @@ from ._core import (
     version_number,
 )
 from ._lib import ingot_ngram_config, ingot_tensor, lib, library_path
-from ._lib import ingot_sampling_logprobs, ingot_sampling_params
+from ._lib import ingot_nvfp4_matrix, ingot_sampling_logprobs, ingot_sampling_params
 from ._tensor import reinterpret
 from .ngram import (
     NgramConfig,
@@ -45,8 +45,15 @@ from .nvfp4 import (
     NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE,
     NVFP4_SCALE_COLS,
     NVFP4_SCALE_ROWS,
+    NVFP4Matrix,
     nvfp4_dequantize,
+    nvfp4_geglu,
+    nvfp4_geglu_workspace_size,
+    nvfp4_gemm,
+    nvfp4_gemm_workspace_size,
     nvfp4_global_scale,
+    nvfp4_mlp,
+    nvfp4_mlp_workspace_size,
     nvfp4_quantize,
     nvfp4_quantize_gate_up,
     nvfp4_scale_offset,
@@ -81,9 +88,10 @@ __all__ = [
     "reinterpret", "status_name", "status_string", "version", "version_number",
     # NVFP4
     "E2M1_VALUES", "NVFP4_BLOCK", "NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE", "NVFP4_SCALE_COLS",
-    "NVFP4_SCALE_ROWS", "nvfp4_dequantize", "nvfp4_global_scale", "nvfp4_quantize",
-    "nvfp4_quantize_gate_up", "nvfp4_scale_offset", "nvfp4_scale_shape", "nvfp4_swizzle_scales",
-    "nvfp4_unswizzle_scales",
+    "NVFP4_SCALE_ROWS", "NVFP4Matrix", "nvfp4_dequantize", "nvfp4_geglu",
+    "nvfp4_geglu_workspace_size", "nvfp4_gemm", "nvfp4_gemm_workspace_size", "nvfp4_global_scale",
+    "nvfp4_mlp", "nvfp4_mlp_workspace_size", "nvfp4_quantize", "nvfp4_quantize_gate_up",
+    "nvfp4_scale_offset", "nvfp4_scale_shape", "nvfp4_swizzle_scales", "nvfp4_unswizzle_scales",
     # Sampling
     "SAMPLING_MAX_TOP", "SAMPLING_ROW_BAD_ENTRY", "SAMPLING_ROW_BAD_PARAMETER",
     "SAMPLING_ROW_EMPTY", "SAMPLING_ROW_NAN", "SAMPLING_TOP_FINAL", "SampleResult",

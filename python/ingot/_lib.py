@@ -56,6 +56,17 @@ class ingot_ngram_config(ctypes.Structure):
     ]
 
 
+class ingot_nvfp4_matrix(ctypes.Structure):
+    """Mirror of the C ``ingot_nvfp4_matrix``: three ``const ingot_tensor *``
+    (values, scales, global_scale)."""
+
+    _fields_ = [
+        ("values", ctypes.POINTER(ingot_tensor)),
+        ("scales", ctypes.POINTER(ingot_tensor)),
+        ("global_scale", ctypes.POINTER(ingot_tensor)),
+    ]
+
+
 SAMPLING_STRUCT_VERSION = 1
 SAMPLING_MAX_TOP = 1024
 
@@ -136,6 +147,16 @@ _PROTOTYPES = {
     "ingot_nvfp4_swizzle_scales": (_int, [_vp, _T, _T, _vp]),
     "ingot_nvfp4_unswizzle_scales": (_int, [_vp, _T, _T, _vp]),
     "ingot_nvfp4_quantize_gate_up": (_int, [_vp, _T, _T, _T, ctypes.c_uint32, _T, _T, _T, _vp]),
+    "ingot_nvfp4_gemm_workspace_size": (_int, [_vp, _i64, _i64, _i64, _P(ctypes.c_size_t)]),
+    "ingot_nvfp4_gemm": (_int, [_vp, _P(ingot_nvfp4_matrix), _P(ingot_nvfp4_matrix), _T, _vp,
+                                ctypes.c_size_t, _vp]),
+    "ingot_nvfp4_geglu_workspace_size": (_int, [_vp, _i64, _i64, _i64, _P(ctypes.c_size_t)]),
+    "ingot_nvfp4_geglu": (_int, [_vp, _P(ingot_nvfp4_matrix), _P(ingot_nvfp4_matrix),
+                                 _P(ingot_nvfp4_matrix), _vp, ctypes.c_size_t, _vp]),
+    "ingot_nvfp4_mlp_workspace_size": (_int, [_vp, _i64, _i64, _i64, _i64,
+                                              _P(ctypes.c_size_t)]),
+    "ingot_nvfp4_mlp": (_int, [_vp, _P(ingot_nvfp4_matrix), _P(ingot_nvfp4_matrix), _T,
+                               _P(ingot_nvfp4_matrix), _T, _vp, ctypes.c_size_t, _vp]),
     # Sampling (python/ingot/sampling.py)
     "ingot_sample_workspace_size": (_int, [_vp, _i64, _i64, _int, _i64, _P(ctypes.c_size_t)]),
     "ingot_sampling_softmax_workspace_size": (_int, [_vp, _i64, _i64, _int, _P(ctypes.c_size_t)]),

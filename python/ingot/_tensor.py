@@ -326,3 +326,32 @@ def run(ctx, fn, *args):
     """Calls the library function ``fn`` on ``ctx``; raises IngotError on failure."""
     handle = ctx.handle
     check(fn(handle, *args), handle)
+
+
+def workspace(ctx, like, need, ws, stream):
+    """(pointer, bytes, keepalive) of an op's workspace: ``ws`` as given (a
+    contiguous 1-D array of any dtype, in the context's memory), or, when
+    None, a new uint8 buffer of ``need`` bytes allocated like ``like`` (a
+    Described; torch: same device; numpy: 64-byte aligned). (None, 0, None)
+    when nothing is needed."""
+    if ws is not None:
+        d = op_arg(ctx, ws, "workspace", stream, writable=True)
+        t = d.tensor
+        if t.ndim != 1 or (t.shape[0] > 1 and t.stride[0] != 1):
+            raise ValueError("workspace: pass a contiguous 1-D array (e.g. uint8 of the "
+                             "*_workspace_size bytes)")
+        return t.data, t.shape[0] * DType(t.dtype).itemsize, d
+    if need == 0:
+        return None, 0, None
+    if like.framework == "torch":
+        torch = sys.modules["torch"]
+        buf = torch.empty(need, dtype=torch.uint8, device=like.obj.device)
+        return buf.data_ptr(), need, buf
+    if like.device[0] != "cpu":
+        raise TypeError("workspace: pass it explicitly for CUDA arrays that are not torch tensors")
+    import numpy
+
+    raw = numpy.empty(need + 64, dtype=numpy.uint8)
+    off = (-raw.ctypes.data) % 64
+    buf = raw[off:off + need]
+    return buf.ctypes.data, need, raw

@@ -37,14 +37,16 @@ library's text.
 import ctypes
 import numbers
 import sys
+from typing import NamedTuple
 
-from ._core import DType, check
-from ._lib import lib
+from ._core import DType, IngotError, check
+from ._lib import ingot_nvfp4_matrix, lib
 from ._tensor import allocate as _empty
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
 from ._tensor import run as _run
+from ._tensor import workspace as _workspace
 
 NVFP4_BLOCK = 16
 """Elements per E4M3 block scale."""
@@ -290,6 +292,209 @@ def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scal
     _run(ctx, lib.ingot_nvfp4_quantize_gate_up, g.ref(), u.ref(), gs.ref(), ctypes.c_uint32(flags),
          _ref(v), _ref(sc), _ref(c), s)
     return values, scales, global_scale
+
+
+# ---- GEMM, fused GeGLU, MLP ----------------------------------------------------------------
+
+
+class NVFP4Matrix(NamedTuple):
+    """An NVFP4 matrix operand (``ingot_nvfp4_matrix``): values uint8
+    [rows, cols/2] (any row stride), the swizzled scale buffer of
+    [rows, cols], and the global scale (float32 [1] in the context's memory,
+    or a Python float on the CPU / for torch tensors). Any 3-sequence
+    ``(values, scales, global_scale)`` is accepted where one is expected."""
+
+    values: object
+    scales: object
+    global_scale: object
+
+
+def nvfp4_gemm_workspace_size(ctx, m, n, k):
+    """Bytes of workspace :func:`nvfp4_gemm` needs for D [m, n] = A [m, k] x
+    B [n, k]^T (``ingot_nvfp4_gemm_workspace_size``; 0 for m = 0)."""
+    out = ctypes.c_size_t()
+    _run(ctx, lib.ingot_nvfp4_gemm_workspace_size, _int64("m", m), _int64("n", n),
+         _int64("k", k), ctypes.byref(out))
+    return out.value
+
+
+def nvfp4_geglu_workspace_size(ctx, m, hidden, k):
+    """Bytes of workspace :func:`nvfp4_geglu` needs for x [m, k] and
+    W [2 * hidden, k] (``ingot_nvfp4_geglu_workspace_size``)."""
+    out = ctypes.c_size_t()
+    _run(ctx, lib.ingot_nvfp4_geglu_workspace_size, _int64("m", m), _int64("hidden", hidden),
+         _int64("k", k), ctypes.byref(out))
+    return out.value
+
+
+def nvfp4_mlp_workspace_size(ctx, m, k, hidden, n):
+    """Bytes of workspace :func:`nvfp4_mlp` needs (``ingot_nvfp4_mlp_workspace_size``):
+    the NVFP4 h [m, hidden] plus the larger scratch of the two steps."""
+    out = ctypes.c_size_t()
+    _run(ctx, lib.ingot_nvfp4_mlp_workspace_size, _int64("m", m), _int64("k", k),
+         _int64("hidden", hidden), _int64("n", n), ctypes.byref(out))
+    return out.value
+
+
+def _matrix(ctx, mat, name, stream, keep, writable=False):
+    """(ingot_nvfp4_matrix, values Described) of a 3-sequence; the
+    descriptors are appended to ``keep`` (alive for the call)."""
+    if mat is None:
+        return None, None
+    try:
+        values, scales, gs = mat
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: pass (values, scales, global_scale)") from None
+    v = _arg(ctx, values, f"{name}.values", stream, writable=writable)
+    sc = _arg(ctx, scales, f"{name}.scales", stream, writable=writable)
+    g = _arg(ctx, _scalar_like(ctx, v, gs), f"{name}.global_scale", stream)
+    keep.extend((v, sc, g))
+    m = ingot_nvfp4_matrix(ctypes.pointer(v.tensor), ctypes.pointer(sc.tensor),
+                           ctypes.pointer(g.tensor))
+    keep.append(m)
+    return m, v
+
+
+def _rows_cols(d):
+    """(rows, element cols) of a values Described, or None if not 2-D."""
+    return (d.shape[0], 2 * d.shape[1]) if d is not None and d.tensor.ndim == 2 else None
+
+
+def _need(query, *args):
+    """The workspace size, or 0 when the query rejects the shape (the op
+    then reports the bad argument by name)."""
+    try:
+        return query(*args)
+    except IngotError:
+        return 0
+
+
+def _out_dtype(dtype):
+    out_dtype = DType.parse(dtype)
+    if out_dtype not in (DType.F32, DType.BF16):
+        raise ValueError(f"dtype: {dtype!r}, expected 'f32' or 'bf16'")
+    return out_dtype
+
+
+def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
+    """NVFP4 GEMM (``ingot_nvfp4_gemm``), D = A B^T:
+
+        acc[m, n] = sum_k decode(a[m, k]) * decode(b[n, k])   (fp32 accumulation;
+                    decode = e2m1(code) * float(sf), exact)
+        alpha     = 1.0f / (gsA * gsB)
+        out[m, n] = acc[m, n] * alpha                        (float32, or rounded to bfloat16)
+
+    The CPU reference rounds the exact dot product once to fp32. A NaN scale
+    byte in a row makes that row (of D, or column for B) NaN; an unusable
+    global scale (not finite or <= 0) makes every output NaN (canonical).
+
+    a    NVFP4 [M, K] (values [M, K/2]); K a positive multiple of 64.
+    b    NVFP4 [N, K], a linear layer's weight [out, in]; N a positive
+         multiple of 64.
+    out  [M, N] float32 or bfloat16 (any row stride); allocated like
+         a's values with ``dtype`` ("bf16" or "f32") when None.
+    workspace  a contiguous 1-D array of >= nvfp4_gemm_workspace_size(M, N, K)
+         bytes (16-byte aligned), allocated when None (pass it for CUDA-graph
+         capture).
+    M = 0 is a no-op. Returns out.
+    """
+    s = ctx._stream(stream)
+    keep = []
+    am, av = _matrix(ctx, a, "a", s, keep)
+    bm, bv = _matrix(ctx, b, "b", s, keep)
+    ar, br = _rows_cols(av), _rows_cols(bv)
+    if out is None and ar is not None and br is not None:
+        out = _empty(av, "out", (ar[0], br[0]), _out_dtype(dtype))
+    o = _arg(ctx, out, "d", s, writable=True)
+    need = 0
+    if workspace is None and ar is not None and br is not None:
+        need = _need(nvfp4_gemm_workspace_size, ctx, ar[0], br[0], ar[1])
+    ws, ws_bytes, ws_keep = _workspace(ctx, av if av is not None else o, need, workspace, s)
+    _run(ctx, lib.ingot_nvfp4_gemm, _byref(am), _byref(bm), _ref(o), ws, ws_bytes, s)
+    del keep, ws_keep
+    return out
+
+
+def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, workspace=None,
+                stream=None):
+    """Fused gate/up GEMM + GeGLU + NVFP4 re-quantize (``ingot_nvfp4_geglu``):
+
+        g = acc[m, 2j] * alpha,  u = acc[m, 2j+1] * alpha      (fp32; acc, alpha as
+                                                               for nvfp4_gemm with W)
+        h[m, j] = gelu_tanh(g) * u
+        (values, scales) = quantize(h, h_global_scale)          (the nvfp4_quantize rule)
+
+    x              NVFP4 [M, K]; K a positive multiple of 64.
+    w_gate_up      NVFP4 [2H, K] with gate/up rows interleaved (row 2j gate
+                   j, row 2j+1 up j: see nvfp4_quantize_gate_up); 2H a
+                   positive multiple of 64.
+    h_global_scale float32 [1] (the caller's calibrated encode multiplier
+                   of h), or a Python float (CPU / torch).
+    values         uint8 [M, H/2] (any row stride) and
+    scales         the swizzled buffer of [M, H] (every byte written,
+                   padding 0); both allocated when None.
+    Returns NVFP4Matrix(values, scales, h_global_scale): operand A of the
+    down projection.
+    """
+    s = ctx._stream(stream)
+    keep = []
+    xm, xv = _matrix(ctx, x, "x", s, keep)
+    wm, wv = _matrix(ctx, w_gate_up, "w_gate_up", s, keep)
+    xr, wr = _rows_cols(xv), _rows_cols(wv)
+    like = xv
+    if (values is None or scales is None) and (xr is None or wr is None):
+        raise ValueError("nvfp4_geglu: x and w_gate_up values must be 2-D to allocate h")
+    if xr is not None and wr is not None:
+        m, hidden = xr[0], wr[0] // 2
+        if values is None:
+            values = _empty(like, "h.values", (m, hidden // 2), DType.U8)
+        if scales is None and hidden % NVFP4_BLOCK == 0:
+            scales = _empty(like, "h.scales", nvfp4_scale_shape(m, hidden), DType.U8)
+    h_global_scale = _scalar_like(ctx, like, h_global_scale)
+    hm, _ = _matrix(ctx, (values, scales, h_global_scale), "h", s, keep, writable=True)
+    need = 0
+    if workspace is None and xr is not None and wr is not None:
+        need = _need(nvfp4_geglu_workspace_size, ctx, xr[0], wr[0] // 2, xr[1])
+    ws, ws_bytes, ws_keep = _workspace(ctx, like, need, workspace, s)
+    _run(ctx, lib.ingot_nvfp4_geglu, _byref(xm), _byref(wm), _byref(hm), ws, ws_bytes, s)
+    del keep, ws_keep
+    return NVFP4Matrix(values, scales, h_global_scale)
+
+
+def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
+              workspace=None, stream=None):
+    """The gated MLP in one call (``ingot_nvfp4_mlp``):
+
+        h   = nvfp4_geglu(x, w_gate_up, h_global_scale)   (NVFP4 [M, H], in the workspace)
+        out = nvfp4_gemm(h, w_down)                        ([M, N], float32 or bfloat16)
+
+    byte-identical to the two calls. H % 64 == 0 (h is the down GEMM's K);
+    w_down NVFP4 [N, H], N a positive multiple of 64. out allocated like x's
+    values with ``dtype`` when None; workspace >= nvfp4_mlp_workspace_size
+    bytes (allocated when None). Returns out.
+    """
+    s = ctx._stream(stream)
+    keep = []
+    xm, xv = _matrix(ctx, x, "x", s, keep)
+    wm, wv = _matrix(ctx, w_gate_up, "w_gate_up", s, keep)
+    dm, dv = _matrix(ctx, w_down, "w_down", s, keep)
+    xr, wr, dr = _rows_cols(xv), _rows_cols(wv), _rows_cols(dv)
+    if out is None and xr is not None and dr is not None:
+        out = _empty(xv, "out", (xr[0], dr[0]), _out_dtype(dtype))
+    o = _arg(ctx, out, "out", s, writable=True)
+    g = _arg(ctx, _scalar_like(ctx, xv, h_global_scale), "h_global_scale", s)
+    need = 0
+    if workspace is None and None not in (xr, wr, dr):
+        need = _need(nvfp4_mlp_workspace_size, ctx, xr[0], xr[1], wr[0] // 2, dr[0])
+    ws, ws_bytes, ws_keep = _workspace(ctx, xv if xv is not None else o, need, workspace, s)
+    _run(ctx, lib.ingot_nvfp4_mlp, _byref(xm), _byref(wm), g.ref(), _byref(dm), _ref(o), ws,
+         ws_bytes, s)
+    del keep, ws_keep
+    return out
+
+
+def _byref(m):
+    return ctypes.byref(m) if m is not None else None
 
 
 # ---- helpers ----------------------------------------------------------------------------------

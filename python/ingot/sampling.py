@@ -29,8 +29,8 @@ numbers (broadcast into a new array like ``logits``: not for CUDA-graph
 capture), or None (absent: T = 1, filters off, seed 0, position 0).
 Outputs are allocated like ``logits`` when not given; pass them (and
 ``workspace``) explicitly to capture a CUDA graph. Errors raise IngotError
-with the library's text. The CUDA backend does not implement sampling yet
-(IngotError with Status.NOT_SUPPORTED).
+with the library's text. On CUDA a row whose parameter breaks its rule gets
+token -1 and SAMPLING_ROW_BAD_PARAMETER (no value is read on the host).
 """
 
 import ctypes
@@ -50,6 +50,7 @@ from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
 from ._tensor import run as _run
+from ._tensor import workspace as _workspace
 
 SAMPLING_ROW_EMPTY = 1 << 0
 """Row status bit: no allowed token (token -1)."""
@@ -138,32 +139,6 @@ def sampling_softmax_workspace_size(ctx, batch, vocab_size, dtype="f32"):
     _run(ctx, lib.ingot_sampling_softmax_workspace_size, _int64("batch", batch),
          _int64("vocab_size", vocab_size), int(DType.parse(dtype)), ctypes.byref(n))
     return n.value
-
-
-def _workspace(ctx, like, need, workspace, stream):
-    """(pointer, bytes, keepalive) of the workspace: the given 1-D contiguous
-    array (any dtype), or a new one of ``need`` bytes, 64-byte aligned."""
-    if workspace is not None:
-        d = _arg(ctx, workspace, "workspace", stream, writable=True)
-        t = d.tensor
-        if t.ndim != 1 or (t.shape[0] > 1 and t.stride[0] != 1):
-            raise ValueError("workspace: pass a contiguous 1-D array (e.g. uint8 of "
-                             "sample_workspace_size bytes)")
-        return t.data, t.shape[0] * DType(t.dtype).itemsize, d
-    if need == 0:
-        return None, 0, None
-    if like.framework == "torch":
-        torch = sys.modules["torch"]
-        buf = torch.empty(need, dtype=torch.uint8, device=like.obj.device)
-        return buf.data_ptr(), need, buf
-    if like.device[0] != "cpu":
-        raise TypeError("workspace: pass it explicitly for CUDA arrays that are not torch tensors")
-    import numpy
-
-    raw = numpy.empty(need + 64, dtype=numpy.uint8)
-    off = (-raw.ctypes.data) % 64
-    buf = raw[off:off + need]
-    return buf.ctypes.data, need, raw
 
 
 # ---- arguments --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ uniform conversion (bit-exact), float64 softmax of the seed's masked rows,
 Gumbel-max draws rebuilt in numpy, sort-based top-k / top-p / min-p sets,
 log-probabilities and top-n, empty / NaN rows, batch invariance, errors;
 against torch.softmax when torch is installed; the struct layouts against
-the C header. CUDA contexts must answer NOT_SUPPORTED (for now)."""
+the C header; the CUDA backend against the CPU and torch.softmax."""
 
 import ctypes
 import shutil
@@ -424,13 +424,81 @@ def test_errors_name_the_argument(ctx):
     assert empty.tokens.shape == (0,)
 
 
-def test_cuda_is_not_supported_yet():
-    if not ingot.backend_available("cuda"):
+def _torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not ingot.backend_available("cuda"):
         pytest.skip("no CUDA device")
+    return torch
+
+
+def test_cuda_matches_the_cpu(ctx, rng):
+    """CUDA (torch tensors) == CPU (numpy) for tokens and statuses; softmax
+    and log-probabilities within 2e-6 relative; top-p rows left out (their
+    set may differ by a rounding of the cumulative mass)."""
+    torch = _torch_cuda()
+    B, V = 6, 50000
+    x = (rng.standard_normal((B, V)) * 3).astype(np.float32)
+    x[1, : V // 2] = -np.inf
+    x[2, 7] = np.nan
+    x[3] = -np.inf
+    t = np.array([1.0, 0.7, 0.0, 1.0, 1.3, 1.0], dtype=np.float32)
+    k = np.array([0, 40, 0, 0, 5, 1000], dtype=np.int32)
+    q = np.array([0.0, 0.0, 0.0, 0.0, 0.1, 0.0], dtype=np.float32)
+    seed = rng.integers(0, 2**63, size=B, dtype=np.int64)
+    args = dict(temperature=t, top_k=k, min_p=q, seed=seed, position=np.arange(B, dtype=np.int64))
+    want = ingot.sample(ctx, x, logprobs=True, raw_logprobs=True, num_top=7, **args)
     with ingot.Context("cuda") as cuda:
-        with pytest.raises(ingot.IngotError, match="not implemented on the CUDA backend yet") as e:
-            ingot.sample_workspace_size(cuda, 1, 100)
-        assert e.value.status == ingot.Status.NOT_SUPPORTED
+        dev = {n: torch.from_numpy(v).cuda() for n, v in args.items()}
+        got = ingot.sample(cuda, torch.from_numpy(x).cuda(), logprobs=True, raw_logprobs=True,
+                           num_top=7, **dev)
+        torch.cuda.synchronize()
+        assert np.array_equal(got.tokens.cpu().numpy(), want.tokens)
+        assert np.array_equal(got.row_status.cpu().numpy().view(np.uint32),
+                              np.asarray(want.row_status).view(np.uint32))
+        np.testing.assert_allclose(got.token_logprob.cpu().numpy(), want.token_logprob, rtol=2e-6)
+        np.testing.assert_allclose(got.token_raw_logprob.cpu().numpy(), want.token_raw_logprob,
+                                   rtol=2e-6)
+        assert np.array_equal(got.top_ids.cpu().numpy(), want.top_ids)
+        soft = ("temperature", "top_k", "min_p")
+        p_gpu = ingot.sampling_softmax(cuda, torch.from_numpy(x).cuda(),
+                                       **{n: dev[n] for n in soft})[0]
+        p_cpu = ingot.sampling_softmax(ctx, x, **{n: args[n] for n in soft})[0]
+        np.testing.assert_allclose(p_gpu.cpu().numpy(), p_cpu, rtol=2e-6, atol=1e-30)
+
+
+def test_cuda_softmax_matches_torch():
+    torch = _torch_cuda()
+    x = torch.randn(3, 151936, device="cuda") * 4
+    x[0, :16384] = float("-inf")
+    with ingot.Context("cuda") as cuda:
+        p = ingot.sampling_softmax(cuda, x, temperature=0.8)[0]
+    want = torch.softmax(x.double() / 0.8, dim=-1)
+    assert torch.allclose(p.double(), want, rtol=2e-6, atol=1e-12)
+
+
+def test_cuda_graph_replay_with_new_seeds():
+    torch = _torch_cuda()
+    B, V = 4, 30000
+    x = torch.randn(B, V, device="cuda") * 2
+    seed = torch.zeros(B, dtype=torch.int64, device="cuda")
+    tokens = torch.empty(B, dtype=torch.int32, device="cuda")
+    with ingot.Context("cuda") as cuda:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture
+            ingot.sample(cuda, x, seed=seed, tokens=tokens)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # the current (capturing) stream is used
+            ingot.sample(cuda, x, seed=seed, tokens=tokens)
+        for rep in range(3):
+            seed.copy_(torch.randint(0, 2**62, (B,), device="cuda"))
+            x.copy_(torch.randn(B, V, device="cuda") * 2)
+            g.replay()
+            torch.cuda.synchronize()
+            eager = ingot.sample(cuda, x, seed=seed).tokens
+            torch.cuda.synchronize()
+            assert torch.equal(tokens, eager)
 
 
 def test_struct_layouts_match_the_header(tmp_path):

@@ -155,3 +155,42 @@ ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op
                            "%s: overlaps %s (outputs must not alias inputs)", out_name, in_name);
   return INGOT_STATUS_SUCCESS;
 }
+
+ingot_status ingot_core_check_all_disjoint(struct ingot_context *ctx, const char *op, int n_out,
+                                           const char *const *out_names, const ingot_span *outs,
+                                           int n_in, const char *const *in_names,
+                                           const ingot_span *ins) {
+  ingot_status st;
+  for (int o = 0; o < n_out; o++) {
+    for (int i = 0; i < n_in; i++)
+      if ((st = ingot_core_check_disjoint(ctx, op, out_names[o], outs[o], in_names[i], ins[i])))
+        return st;
+    for (int p = 0; p < o; p++)
+      if ((st = ingot_core_check_disjoint(ctx, op, out_names[o], outs[o], out_names[p], outs[p])))
+        return st;
+  }
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_check_workspace(struct ingot_context *ctx, const char *op, size_t need,
+                                        void *workspace, size_t workspace_bytes,
+                                        const char *query, ingot_span *span) {
+  span->begin = span->end = 0;
+  if (workspace_bytes > 0 && workspace == NULL)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "workspace: NULL with workspace_bytes = %zu", workspace_bytes);
+  if (workspace_bytes < need)
+    return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
+                           "workspace: workspace_bytes = %zu, %s gives %zu for this shape",
+                           workspace_bytes, query, need);
+  if (workspace_bytes == 0) return INGOT_STATUS_SUCCESS;
+  if ((uintptr_t)workspace % 16 != 0)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "workspace: %p is not 16-byte aligned", workspace);
+  if (workspace_bytes > (size_t)INT64_MAX)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "workspace: workspace_bytes = %zu overflows int64", workspace_bytes);
+  static const ingot_tensor_rule rule = {"workspace", 1, INGOT_DTYPE_BIT(INGOT_DTYPE_U8), 1};
+  ingot_tensor t = ingot_tensor_1d(workspace, INGOT_DTYPE_U8, (int64_t)workspace_bytes);
+  return ingot_core_check_tensor(ctx, op, &t, &rule, span);
+}

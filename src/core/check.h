@@ -45,6 +45,21 @@ ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op
                                        const char *out_name, ingot_span out,
                                        const char *in_name, ingot_span in);
 
+/* Every output span against every input span and against the earlier
+ * outputs (names and spans in parallel arrays; empty spans never overlap). */
+ingot_status ingot_core_check_all_disjoint(struct ingot_context *ctx, const char *op, int n_out,
+                                           const char *const *out_names, const ingot_span *outs,
+                                           int n_in, const char *const *in_names,
+                                           const ingot_span *ins);
+
+/* A caller's scratch buffer: workspace_bytes >= need (else
+ * INSUFFICIENT_WORKSPACE, the text naming `query`), non-NULL when bytes > 0,
+ * 16-byte aligned, reachable by the context. *span gets its extent (empty
+ * when bytes == 0) for the overlap checks. */
+ingot_status ingot_core_check_workspace(struct ingot_context *ctx, const char *op, size_t need,
+                                        void *workspace, size_t workspace_bytes,
+                                        const char *query, ingot_span *span);
+
 /* a * b into *out, failing with "<name>: a * b overflows". */
 ingot_status ingot_core_mul(struct ingot_context *ctx, const char *op, const char *name,
                             int64_t a, int64_t b, int64_t *out);

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 
 #include "core/check.h"
+#include "core/nvfp4_check.h"
 
 #define SOURCE_DTYPES                                                    \
   (INGOT_DTYPE_BIT(INGOT_DTYPE_BF16) | INGOT_DTYPE_BIT(INGOT_DTYPE_F16) | \
@@ -52,13 +53,18 @@ ingot_status ingot_nvfp4_scale_shape(int64_t rows, int64_t cols, int64_t *scale_
 
 /* ---- tensor checks -------------------------------------------------------------- */
 
-/* A 1-element F32 global scale. */
-static ingot_status check_global_scale(struct ingot_context *ctx, const char *op,
-                                       const ingot_tensor *t, int writable, ingot_span *span) {
-  const ingot_tensor_rule rule = {"global_scale", 1, INGOT_DTYPE_BIT(INGOT_DTYPE_F32), writable};
+ingot_status ingot_core_nvfp4_check_global_scale(struct ingot_context *ctx, const char *op,
+                                                 const char *name, const ingot_tensor *t,
+                                                 int writable, ingot_span *span) {
+  const ingot_tensor_rule rule = {name, 1, INGOT_DTYPE_BIT(INGOT_DTYPE_F32), writable};
   ingot_status st = ingot_core_check_tensor(ctx, op, t, &rule, span);
   if (st) return st;
-  return ingot_core_check_dim(ctx, op, "global_scale", t, 0, 1, "1 (one fp32 scalar)");
+  return ingot_core_check_dim(ctx, op, name, t, 0, 1, "1 (one fp32 scalar)");
+}
+
+static ingot_status check_global_scale(struct ingot_context *ctx, const char *op,
+                                       const ingot_tensor *t, int writable, ingot_span *span) {
+  return ingot_core_nvfp4_check_global_scale(ctx, op, "global_scale", t, writable, span);
 }
 
 /* NULL, or a 1-element U32 counter. */
@@ -90,21 +96,28 @@ static ingot_status check_source(struct ingot_context *ctx, const char *op, cons
   return INGOT_STATUS_SUCCESS;
 }
 
-/* values [rows, cols/2] U8. */
-static ingot_status check_values(struct ingot_context *ctx, const char *op, const ingot_tensor *t,
-                                 int64_t rows, int64_t cols, int writable, ingot_span *span) {
-  const ingot_tensor_rule rule = {"values", 2, INGOT_DTYPE_BIT(INGOT_DTYPE_U8), writable};
+ingot_status ingot_core_nvfp4_check_values(struct ingot_context *ctx, const char *op,
+                                           const char *name, const ingot_tensor *t, int64_t rows,
+                                           const char *rows_what, int64_t cols,
+                                           const char *cols_what, int writable,
+                                           ingot_span *span) {
+  const ingot_tensor_rule rule = {name, 2, INGOT_DTYPE_BIT(INGOT_DTYPE_U8), writable};
   ingot_status st = ingot_core_check_tensor(ctx, op, t, &rule, span);
   if (st) return st;
-  if ((st = ingot_core_check_dim(ctx, op, "values", t, 0, rows, "rows"))) return st;
-  return ingot_core_check_dim(ctx, op, "values", t, 1, cols / 2, "cols / 2");
+  if ((st = ingot_core_check_dim(ctx, op, name, t, 0, rows, rows_what))) return st;
+  return ingot_core_check_dim(ctx, op, name, t, 1, cols / 2, cols_what);
 }
 
-/* The swizzled scale buffer of [rows, cols]: U8 / F8_E4M3, 1-D [Rp * Kp] or
- * 2-D [Rp, Kp] contiguous. */
-static ingot_status check_scales(struct ingot_context *ctx, const char *op, const char *name,
-                                 const ingot_tensor *t, int64_t rows, int64_t cols, int writable,
-                                 ingot_nvfp4_packed *layout, ingot_span *span) {
+static ingot_status check_values(struct ingot_context *ctx, const char *op, const ingot_tensor *t,
+                                 int64_t rows, int64_t cols, int writable, ingot_span *span) {
+  return ingot_core_nvfp4_check_values(ctx, op, "values", t, rows, "rows", cols, "cols / 2",
+                                       writable, span);
+}
+
+ingot_status ingot_core_nvfp4_check_scales(struct ingot_context *ctx, const char *op,
+                                           const char *name, const ingot_tensor *t, int64_t rows,
+                                           int64_t cols, int writable, ingot_nvfp4_packed *layout,
+                                           ingot_span *span) {
   int64_t sr = 0, sc = 0;
   ingot_status st = scale_shape(ctx, op, name, rows, cols, &sr, &sc);
   if (st) return st;
@@ -140,22 +153,10 @@ static ingot_status check_scales(struct ingot_context *ctx, const char *op, cons
   return INGOT_STATUS_SUCCESS;
 }
 
-/* Every output span against every input span and against the other
- * outputs. Names and spans in parallel arrays. */
-static ingot_status check_all_disjoint(struct ingot_context *ctx, const char *op, int n_out,
-                                       const char *const *out_names, const ingot_span *outs,
-                                       int n_in, const char *const *in_names,
-                                       const ingot_span *ins) {
-  ingot_status st;
-  for (int o = 0; o < n_out; o++) {
-    for (int i = 0; i < n_in; i++)
-      if ((st = ingot_core_check_disjoint(ctx, op, out_names[o], outs[o], in_names[i], ins[i])))
-        return st;
-    for (int p = 0; p < o; p++)
-      if ((st = ingot_core_check_disjoint(ctx, op, out_names[o], outs[o], out_names[p], outs[p])))
-        return st;
-  }
-  return INGOT_STATUS_SUCCESS;
+static ingot_status check_scales(struct ingot_context *ctx, const char *op, const char *name,
+                                 const ingot_tensor *t, int64_t rows, int64_t cols, int writable,
+                                 ingot_nvfp4_packed *layout, ingot_span *span) {
+  return ingot_core_nvfp4_check_scales(ctx, op, name, t, rows, cols, writable, layout, span);
 }
 
 static void fill_source(ingot_nvfp4_source *src, const ingot_tensor *a, const ingot_tensor *b) {
@@ -197,7 +198,8 @@ ingot_status ingot_nvfp4_quantize(ingot_context_t ctx, const ingot_tensor *x,
   static const char *const out_names[] = {"values", "scales", "nonfinite_count"};
   static const char *const in_names[] = {"x", "global_scale"};
   const ingot_span outs[] = {v_span, s_span, c_span}, ins[] = {x_span, gs_span};
-  if ((st = check_all_disjoint(ctx, op, 3, out_names, outs, 2, in_names, ins))) return st;
+  if ((st = ingot_core_check_all_disjoint(ctx, op, 3, out_names, outs, 2, in_names, ins)))
+    return st;
   if (rows == 0 || cols == 0) return INGOT_STATUS_SUCCESS;
   out.values = (uint8_t *)values->data;
   out.values_stride = values->stride[0];
@@ -245,7 +247,8 @@ ingot_status ingot_nvfp4_dequantize(ingot_context_t ctx, const ingot_tensor *val
   static const char *const out_names[] = {"out"};
   static const char *const in_names[] = {"values", "scales", "global_scale"};
   const ingot_span outs[] = {o_span}, ins[] = {v_span, s_span, gs_span};
-  if ((st = check_all_disjoint(ctx, op, 1, out_names, outs, 3, in_names, ins))) return st;
+  if ((st = ingot_core_check_all_disjoint(ctx, op, 1, out_names, outs, 3, in_names, ins)))
+    return st;
   if (rows == 0 || cols == 0) return INGOT_STATUS_SUCCESS;
   in.values = (uint8_t *)values->data;
   in.values_stride = values->stride[0];
@@ -339,12 +342,14 @@ ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx, const ingot_tenso
     static const char *const out_names[] = {"global_scale", "values", "scales", "nonfinite_count"};
     static const char *const in_names[] = {"gate", "up"};
     const ingot_span outs[] = {gs_span, v_span, s_span, c_span}, ins[] = {g_span, u_span};
-    if ((st = check_all_disjoint(ctx, op, 4, out_names, outs, 2, in_names, ins))) return st;
+    if ((st = ingot_core_check_all_disjoint(ctx, op, 4, out_names, outs, 2, in_names, ins)))
+      return st;
   } else {
     static const char *const out_names[] = {"values", "scales", "nonfinite_count"};
     static const char *const in_names[] = {"gate", "up", "global_scale"};
     const ingot_span outs[] = {v_span, s_span, c_span}, ins[] = {g_span, u_span, gs_span};
-    if ((st = check_all_disjoint(ctx, op, 3, out_names, outs, 3, in_names, ins))) return st;
+    if ((st = ingot_core_check_all_disjoint(ctx, op, 3, out_names, outs, 3, in_names, ins)))
+      return st;
   }
   ingot_nvfp4_source src;
   fill_source(&src, gate, up);

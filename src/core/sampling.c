@@ -269,27 +269,10 @@ static void fill_logits(ingot_sampling_input *in, const ingot_tensor *logits) {
 static ingot_status check_workspace(struct ingot_context *ctx, const char *op, size_t need,
                                     void *workspace, size_t bytes, const char *query,
                                     span_list *outs) {
-  if (bytes > 0 && workspace == NULL)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "workspace: NULL with workspace_bytes = %zu", bytes);
-  if (bytes < need)
-    return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
-                           "workspace: workspace_bytes = %zu, %s gives %zu for this shape", bytes,
-                           query, need);
-  if (bytes == 0) return INGOT_STATUS_SUCCESS;
-  if ((uintptr_t)workspace % 16 != 0)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "workspace: %p is not 16-byte aligned", workspace);
-  if (bytes > (size_t)INT64_MAX)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "workspace: workspace_bytes = %zu overflows int64", bytes);
-  static const ingot_tensor_rule rule = {"workspace", 1, INGOT_DTYPE_BIT(INGOT_DTYPE_U8), 1};
-  ingot_tensor t = ingot_tensor_1d(workspace, INGOT_DTYPE_U8, (int64_t)bytes);
   ingot_span span;
-  ingot_status st = ingot_core_check_tensor(ctx, op, &t, &rule, &span);
-  if (st) return st;
-  span_add(outs, "workspace", span);
-  return INGOT_STATUS_SUCCESS;
+  ingot_status st = ingot_core_check_workspace(ctx, op, need, workspace, bytes, query, &span);
+  if (st == INGOT_STATUS_SUCCESS) span_add(outs, "workspace", span);
+  return st;
 }
 
 /* ---- workspace size queries ----------------------------------------------------- */

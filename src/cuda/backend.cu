@@ -60,6 +60,7 @@ static ingot_status cuda_context_init(struct ingot_context *ctx) {
   INGOT_CUDA_TRY(ctx, op,
                  cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ctx->device));
   ctx->pageable_memory_access = pageable;
+  ingot_cuda_sampling_init(ctx);
   void *word = nullptr;
   INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, 2 * sizeof(uint32_t)));
   ctx->device_errors = static_cast<uint32_t *>(word);
@@ -125,13 +126,12 @@ const ingot_backend_ops ingot_cuda_backend_ops = {
     /* .nvfp4_dequantize     = */ ingot_cuda_nvfp4_dequantize,
     /* .nvfp4_swizzle_scales = */ ingot_cuda_nvfp4_swizzle_scales,
     /* .nvfp4_unswizzle_scales = */ ingot_cuda_nvfp4_unswizzle_scales,
-    /* .nvfp4_gemm_workspace_size = */ nullptr,
-    /* .nvfp4_gemm           = */ nullptr,
-    /* .nvfp4_geglu_workspace_size = */ nullptr,
-    /* .nvfp4_geglu          = */ nullptr,
-    /* Sampling: not implemented on CUDA yet; core answers NOT_SUPPORTED. */
-    /* .sampling_softmax_workspace_size = */ nullptr,
-    /* .sampling_softmax     = */ nullptr,
-    /* .sample_workspace_size = */ nullptr,
-    /* .sample               = */ nullptr,
+    /* .nvfp4_gemm_workspace_size = */ ingot_cuda_nvfp4_gemm_workspace_size,
+    /* .nvfp4_gemm           = */ ingot_cuda_nvfp4_gemm,
+    /* .nvfp4_geglu_workspace_size = */ ingot_cuda_nvfp4_geglu_workspace_size,
+    /* .nvfp4_geglu          = */ ingot_cuda_nvfp4_geglu,
+    /* .sampling_softmax_workspace_size = */ ingot_cuda_sampling_softmax_workspace_size,
+    /* .sampling_softmax     = */ ingot_cuda_sampling_softmax,
+    /* .sample_workspace_size = */ ingot_cuda_sample_workspace_size,
+    /* .sample               = */ ingot_cuda_sample,
 };

@@ -36,4 +36,35 @@ ingot_status ingot_cuda_nvfp4_unswizzle_scales(struct ingot_context *ctx,
                                                const ingot_nvfp4_packed *layout, uint8_t *linear,
                                                int64_t linear_stride, struct CUstream_st *stream);
 
+/* src/cuda/nvfp4_gemm.cu */
+ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int64_t m, int64_t n,
+                                                  int64_t k, size_t *bytes);
+ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
+                                   const ingot_nvfp4_operand *b, ingot_nvfp4_dense d,
+                                   void *workspace, size_t workspace_bytes,
+                                   struct CUstream_st *stream);
+ingot_status ingot_cuda_nvfp4_geglu_workspace_size(struct ingot_context *ctx, int64_t m,
+                                                   int64_t hidden, int64_t k, size_t *bytes);
+ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
+                                    const ingot_nvfp4_operand *w, const ingot_nvfp4_packed *h,
+                                    const float *h_global_scale, void *workspace,
+                                    size_t workspace_bytes, struct CUstream_st *stream);
+
+/* Sampling (src/cuda/sampling.cu). */
+extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx);
+ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
+                                                        int64_t vocab, ingot_dtype dtype,
+                                                        size_t *bytes);
+ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
+                                         const ingot_sampling_input *in, float *probs,
+                                         int64_t probs_stride, uint32_t *row_status,
+                                         void *workspace, size_t workspace_bytes,
+                                         struct CUstream_st *stream);
+ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
+                                              int64_t vocab, ingot_dtype dtype, int64_t num_top,
+                                              size_t *bytes);
+ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
+                               const ingot_sampling_output *out, void *workspace,
+                               size_t workspace_bytes, struct CUstream_st *stream);
+
 #endif

@@ -1,0 +1,113 @@
+"""Sampling side by side with PyTorch, same shapes and data as `ingot bench`'s
+sampling rows (tools/bench_sampling.c), one process, one GPU.
+
+  softmax   torch.softmax(logits / T) vs ingot.sampling_softmax; both timed as
+            replays of a CUDA graph of 20 calls (median over 50 replays / 20).
+  sample    top-k 50 + top-p 0.9: a sort-based PyTorch sampler (the usual
+            engine code: topk, softmax, cumsum mask, multinomial) vs
+            ingot.sample; both timed eagerly (median of 200 calls between CUDA
+            events), since the PyTorch sampler is not graph-capturable as
+            written (multinomial with a generator).
+
+Usage: INGOT_LIBRARY=build/libingot.so PYTHONPATH=python python3 bench/torch_sampling.py
+Prints a table; --json FILE also writes it.
+"""
+
+import argparse
+import json
+import statistics
+
+import torch
+
+import ingot
+
+
+def graph_time(fn, calls=20, replays=50):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    for _ in range(5):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / calls)
+    return statistics.median(times)
+
+
+def eager_time(fn, reps=200):
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    return statistics.median(times)
+
+
+def torch_topk_topp(logits, k, p, gen):
+    vals, idx = torch.topk(logits, k, dim=-1)
+    probs = torch.softmax(vals, dim=-1)
+    cum = torch.cumsum(probs, dim=-1)
+    probs = probs.masked_fill(cum - probs > p, 0.0)
+    choice = torch.multinomial(probs, 1, generator=gen)
+    return idx.gather(-1, choice).squeeze(-1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    ws = torch.empty(0, dtype=torch.uint8, device="cuda")  # CUDA sampling needs none
+    with ingot.Context("cuda") as ctx:
+        for B, V in ((1, 151936), (64, 262144)):
+            x = torch.randn(B, V, device="cuda") * 3
+            t = torch.full((B,), 0.8, device="cuda")
+            probs = torch.empty_like(x)
+            status = torch.empty(B, dtype=torch.int32, device="cuda")
+            tt = graph_time(lambda: torch.softmax(x / 0.8, dim=-1))
+            it = graph_time(lambda: ingot.sampling_softmax(ctx, x, temperature=t, probs=probs,
+                                                           row_status=status, workspace=ws))
+            rows.append(("softmax", f"B={B} V={V} f32", tt, it))
+        for B, V in ((1, 151936), (64, 151936)):
+            x = torch.randn(B, V, device="cuda") * 3
+            gen = torch.Generator(device="cuda")
+            gen.manual_seed(1)
+            k = torch.full((B,), 50, dtype=torch.int32, device="cuda")
+            p = torch.full((B,), 0.9, device="cuda")
+            seed = torch.arange(B, dtype=torch.int64, device="cuda")
+            tokens = torch.empty(B, dtype=torch.int32, device="cuda")
+            tt = eager_time(lambda: torch_topk_topp(x, 50, 0.9, gen))
+            status = torch.empty(B, dtype=torch.int32, device="cuda")
+            it = eager_time(lambda: ingot.sample(ctx, x, top_k=k, top_p=p, seed=seed,
+                                                 tokens=tokens, row_status=status, workspace=ws))
+            rows.append(("sample top-k 50 + top-p 0.9 (eager)", f"B={B} V={V} f32", tt, it))
+    print(f"{'op':40} {'case':20} {'torch us':>10} {'ingot us':>10} {'ratio':>7}")
+    for op, case, tt, it in rows:
+        print(f"{op:40} {case:20} {tt:10.2f} {it:10.2f} {tt / it:7.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(op=o, case=c, torch_us=tt, ingot_us=it) for o, c, tt, it in rows], f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,672 @@
+/*
+ * Sampling on CUDA against the CPU reference (tests/test_sampling.c tests the
+ * reference itself against independent oracles). Fresh random batches every
+ * run: masks, lists, NaN / empty rows, every filter, every dtype, top-n.
+ *   - tokens and row statuses identical to the CPU, except top-p rows whose
+ *     cumulative mass lands within rounding of p * total (counted, reported,
+ *     and bounded);
+ *   - log-probabilities and probabilities within 2e-6 relative (the GPU sums
+ *     masses in 64-bit fixed point, the CPU in double);
+ *   - top-n ids identical, their log-probabilities within the same bound;
+ *   - batch invariance on the GPU, bit for bit;
+ *   - the seed's masked rows against a float64 softmax;
+ *   - a bad per-row value: token -1 and BAD_PARAMETER on that row only;
+ *   - graph capture and replay with new seeds, positions and masks == eager.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#ifndef INGOT_WITH_CUDA
+static int skip_no_cuda(void) { return TEST_SKIP_CODE; }
+int main(void) {
+  test_init("test_sampling_cuda");
+  test_run("sampling_cuda", skip_no_cuda);
+  return test_finish();
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "core/internal.h" /* to print the kernels' geometry limits */
+
+static ingot_context_t cpu, gpu;
+static cudaStream_t stream;
+static int quick; /* INGOT_TEST_QUICK=1: one pass of the random batches (for compute-sanitizer) */
+
+#define CUDA_OK(call)                                                              \
+  do {                                                                             \
+    cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess) {                                                       \
+      test_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));   \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+static void *xcalloc(size_t n) {
+  void *p = calloc(n ? n : 1, 1);
+  if (!p) abort();
+  return p;
+}
+
+static void *dev_copy(const void *h, size_t n) {
+  void *d = NULL;
+  if (cudaMalloc(&d, n ? n : 1) != cudaSuccess) abort();
+  if (h && n) cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);
+  return d;
+}
+
+static double rand_normal(void) {
+  double u1 = (test_rand_unit() + 1e-12), u2 = test_rand_unit();
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static uint16_t bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- a batch: host arrays, their device copies, tensors for both ------------------ */
+
+typedef struct batch {
+  int64_t B, V, stride, words;
+  ingot_dtype dtype;
+  void *logits;
+  float *temperature, *top_p, *min_p;
+  int32_t *top_k;
+  uint64_t *seed, *position;
+  uint32_t *allowed; /* NULL: no bitmask */
+  int32_t *banned, *bias_ids;
+  float *bias_values;
+  int64_t nbanned, nbias;
+  int64_t num_top;
+  uint32_t flags;
+  int want_logprobs;
+} batch;
+
+typedef struct result {
+  int32_t *tokens;
+  uint32_t *status;
+  float *lp, *raw_lp, *top_lp, *probs;
+  int32_t *top_ids;
+} result;
+
+static size_t elem(ingot_dtype d) { return d == INGOT_DTYPE_F32 ? 4 : 2; }
+
+static void set_logit(batch *b, int64_t r, int64_t i, float v) {
+  size_t at = (size_t)(r * b->stride + i);
+  if (b->dtype == INGOT_DTYPE_F32)
+    ((float *)b->logits)[at] = v;
+  else if (b->dtype == INGOT_DTYPE_BF16)
+    ((uint16_t *)b->logits)[at] = bf16_of(v);
+  else {
+    /* f16: a value on the grid k/64, |k| <= 2047, or +-Inf / NaN */
+    uint16_t h;
+    if (v != v) h = 0x7e00;
+    else if (isinf(v)) h = v > 0 ? 0x7c00 : 0xfc00;
+    else {
+      double g = nearbyint((double)v * 64.0);
+      if (g > 2047) g = 2047;
+      if (g < -2047) g = -2047;
+      if (g == 0) h = 0;
+      else {
+        int e;
+        double m = frexp(fabs(g / 64.0), &e);
+        h = (uint16_t)((g < 0 ? 0x8000 : 0) | ((e - 1 + 15) << 10) | (int)((2 * m - 1) * 1024));
+      }
+    }
+    ((uint16_t *)b->logits)[at] = h;
+  }
+}
+
+/* Random batch. kind: 0 mixed, 1 plain (no masks, no NaN), 2 top-k 50 + top-p 0.9. */
+static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int kind,
+                       int64_t num_top) {
+  memset(b, 0, sizeof *b);
+  b->B = B, b->V = V, b->dtype = dtype;
+  b->stride = V + (test_rand() % 2) * 8;
+  b->words = (V + 31) / 32;
+  b->logits = xcalloc((size_t)(B * b->stride) * elem(dtype));
+  b->temperature = xcalloc(B * 4), b->top_p = xcalloc(B * 4), b->min_p = xcalloc(B * 4);
+  b->top_k = xcalloc(B * 4), b->seed = xcalloc(B * 8), b->position = xcalloc(B * 8);
+  b->num_top = num_top;
+  b->flags = test_rand() % 2 ? INGOT_SAMPLING_TOP_FINAL : 0;
+  b->want_logprobs = 1;
+  if (kind == 0 && test_rand() % 2) {
+    b->allowed = xcalloc((size_t)(B * b->words) * 4);
+  }
+  for (int64_t r = 0; r < B; r++) {
+    double sigma = (double[]){0.3, 1.0, 3.0, 8.0}[test_rand() % 4];
+    double shift = rand_normal() * 20.0;
+    int row_kind = kind == 0 ? (int)(test_rand() % 10) : 9;
+    for (int64_t i = 0; i < V; i++) {
+      float v = (float)(shift + sigma * rand_normal());
+      if (row_kind == 0 && i < V / 3) v = -INFINITY;         /* -Inf prefix */
+      if (row_kind == 1 && test_rand() % 997 == 0) v = NAN;  /* NaN sprinkles */
+      if (row_kind == 2) v = -INFINITY;                      /* empty row */
+      if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
+      set_logit(b, r, i, v);
+    }
+    if (b->allowed)
+      for (int64_t w = 0; w < b->words; w++)
+        b->allowed[r * b->words + w] =
+            row_kind == 4 ? 0u : (uint32_t)test_rand() | (uint32_t)test_rand();
+    b->seed[r] = test_rand();
+    b->position[r] = test_rand() % 100000;
+    if (kind == 2) {
+      b->temperature[r] = 1.0f, b->top_k[r] = 50, b->top_p[r] = 0.9f, b->min_p[r] = 0.0f;
+      continue;
+    }
+    b->temperature[r] = (float[]){0.0f, 0.5f, 1.0f, 1.0f, 1.7f}[test_rand() % 5];
+    b->top_k[r] = (int32_t[]){0, 0, 1, 7, 50, 1000}[test_rand() % 6];
+    b->top_p[r] = (float[]){1.0f, 1.0f, 0.9f, 0.5f, 0.99f}[test_rand() % 5];
+    b->min_p[r] = (float[]){0.0f, 0.0f, 0.05f, 0.3f}[test_rand() % 4];
+  }
+  if (kind == 0) {
+    b->nbanned = (int64_t)(test_rand() % 40);
+    b->banned = xcalloc((size_t)(b->nbanned * 2 + 1) * 4);
+    for (int64_t e = 0; e < b->nbanned; e++) {
+      b->banned[2 * e] = (int32_t)(test_rand() % (B + 1)) - (test_rand() % 8 == 0);
+      b->banned[2 * e + 1] = test_rand() % 10 == 0 ? (int32_t)V + 5 : (int32_t)(test_rand() % V);
+    }
+    b->nbias = (int64_t)(test_rand() % 40);
+    b->bias_ids = xcalloc((size_t)(b->nbias * 2 + 1) * 4);
+    b->bias_values = xcalloc((size_t)(b->nbias + 1) * 4);
+    for (int64_t e = 0; e < b->nbias; e++) {
+      b->bias_ids[2 * e] = (int32_t)(test_rand() % B);
+      /* repeated tokens test the list order */
+      b->bias_ids[2 * e + 1] = (int32_t)(test_rand() % (e % 3 == 0 ? 4 : V));
+      b->bias_values[e] = (float)(rand_normal() * 5.0);
+    }
+  }
+}
+
+static void free_batch(batch *b) {
+  free(b->logits), free(b->temperature), free(b->top_p), free(b->min_p), free(b->top_k);
+  free(b->seed), free(b->position), free(b->allowed), free(b->banned), free(b->bias_ids);
+  free(b->bias_values);
+}
+
+static void alloc_result(result *o, const batch *b) {
+  o->tokens = xcalloc(b->B * 4), o->status = xcalloc(b->B * 4);
+  o->lp = xcalloc(b->B * 4), o->raw_lp = xcalloc(b->B * 4);
+  o->top_ids = xcalloc((size_t)(b->B * b->num_top + 1) * 4);
+  o->top_lp = xcalloc((size_t)(b->B * b->num_top + 1) * 4);
+  o->probs = xcalloc((size_t)(b->B * b->V) * 4);
+}
+
+static void free_result(result *o) {
+  free(o->tokens), free(o->status), free(o->lp), free(o->raw_lp), free(o->top_ids);
+  free(o->top_lp), free(o->probs);
+}
+
+/* Runs ingot_sample (softmax = 0) or ingot_sampling_softmax (1) on ctx
+ * (device copies of everything for the GPU). Returns the status. */
+static ingot_status run_batch(ingot_context_t c, const batch *b, int softmax, result *o) {
+  const int dev = c == gpu;
+  const int64_t B = b->B, n = b->num_top;
+  size_t lbytes = (size_t)(B * b->stride) * elem(b->dtype);
+#define ARR(p, bytes) (dev ? dev_copy((p), (bytes)) : (void *)(p))
+  void *logits = ARR(b->logits, lbytes);
+  void *temp = ARR(b->temperature, B * 4), *tk = ARR(b->top_k, B * 4);
+  void *tp = ARR(b->top_p, B * 4), *mp = ARR(b->min_p, B * 4);
+  void *seed = ARR(b->seed, B * 8), *pos = ARR(b->position, B * 8);
+  void *allowed = b->allowed ? ARR(b->allowed, (size_t)(B * b->words) * 4) : NULL;
+  void *banned = b->nbanned ? ARR(b->banned, (size_t)b->nbanned * 8) : NULL;
+  void *bias_ids = b->nbias ? ARR(b->bias_ids, (size_t)b->nbias * 8) : NULL;
+  void *bias_v = b->nbias ? ARR(b->bias_values, (size_t)b->nbias * 4) : NULL;
+  void *tokens = dev ? dev_copy(NULL, B * 4) : o->tokens;
+  void *status = dev ? dev_copy(NULL, B * 4) : o->status;
+  void *lp = dev ? dev_copy(NULL, B * 4) : o->lp;
+  void *raw = dev ? dev_copy(NULL, B * 4) : o->raw_lp;
+  void *tids = dev ? dev_copy(NULL, (size_t)(B * n) * 4 + 4) : o->top_ids;
+  void *tlp = dev ? dev_copy(NULL, (size_t)(B * n) * 4 + 4) : o->top_lp;
+  void *probs = dev ? dev_copy(NULL, (size_t)(B * b->V) * 4) : o->probs;
+#undef ARR
+  ingot_tensor tl = ingot_tensor_2d(logits, b->dtype, B, b->V, b->stride);
+  ingot_tensor tT = ingot_tensor_1d(temp, INGOT_DTYPE_F32, B),
+               tK = ingot_tensor_1d(tk, INGOT_DTYPE_I32, B),
+               tP = ingot_tensor_1d(tp, INGOT_DTYPE_F32, B),
+               tM = ingot_tensor_1d(mp, INGOT_DTYPE_F32, B),
+               tS = ingot_tensor_1d(seed, INGOT_DTYPE_U64, B),
+               tPos = ingot_tensor_1d(pos, INGOT_DTYPE_U64, B),
+               tA = ingot_tensor_2d(allowed, INGOT_DTYPE_U32, B, b->words, b->words),
+               tBan = ingot_tensor_2d(banned, INGOT_DTYPE_I32, b->nbanned, 2, 2),
+               tBi = ingot_tensor_2d(bias_ids, INGOT_DTYPE_I32, b->nbias, 2, 2),
+               tBv = ingot_tensor_1d(bias_v, INGOT_DTYPE_F32, b->nbias),
+               tTok = ingot_tensor_1d(tokens, INGOT_DTYPE_I32, B),
+               tSt = ingot_tensor_1d(status, INGOT_DTYPE_U32, B),
+               tLp = ingot_tensor_1d(lp, INGOT_DTYPE_F32, B),
+               tRaw = ingot_tensor_1d(raw, INGOT_DTYPE_F32, B),
+               tIds = ingot_tensor_2d(tids, INGOT_DTYPE_I32, B, n, n),
+               tTlp = ingot_tensor_2d(tlp, INGOT_DTYPE_F32, B, n, n),
+               tProbs = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, b->V, b->V);
+  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+  prm.temperature = &tT, prm.top_k = &tK, prm.top_p = &tP, prm.min_p = &tM;
+  prm.seed = &tS, prm.position = &tPos;
+  if (allowed) prm.allowed = &tA;
+  if (banned) prm.banned = &tBan;
+  if (bias_ids) prm.bias_ids = &tBi, prm.bias_values = &tBv;
+  ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
+  lps.flags = b->flags;
+  if (b->want_logprobs) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
+  size_t need = 0;
+  ingot_status st =
+      softmax ? ingot_sampling_softmax_workspace_size(c, B, b->V, b->dtype, &need)
+              : ingot_sample_workspace_size(c, B, b->V, b->dtype, n, &need);
+  void *ws = NULL;
+  if (st == INGOT_OK && need) ws = dev ? dev_copy(NULL, need) : aligned_alloc(64, (need + 63) / 64 * 64);
+  if (st == INGOT_OK)
+    st = softmax ? ingot_sampling_softmax(c, &tl, &prm, &tProbs, &tSt, ws, need,
+                                          dev ? (struct CUstream_st *)stream : NULL)
+                 : ingot_sample(c, &tl, &prm, &tTok, &tSt, &lps, ws, need,
+                                dev ? (struct CUstream_st *)stream : NULL);
+  if (dev) {
+    cudaStreamSynchronize(stream);
+    if (cudaGetLastError() != cudaSuccess) st = INGOT_STATUS_CUDA_ERROR;
+    cudaMemcpy(o->tokens, tokens, B * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o->status, status, B * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o->lp, lp, B * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o->raw_lp, raw, B * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o->top_ids, tids, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o->top_lp, tlp, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
+    if (softmax) cudaMemcpy(o->probs, probs, (size_t)(B * b->V) * 4, cudaMemcpyDeviceToHost);
+    void *all[] = {logits, temp, tk, tp, mp, seed, pos, allowed, banned, bias_ids, bias_v,
+                   tokens, status, lp, raw, tids, tlp, probs, ws};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
+  } else {
+    free(ws);
+  }
+  return st;
+}
+
+static int close_to(float got, float want, double rel) {
+  if (got == want) return 1;
+  if (isinf(got) || isinf(want) || got != got || want != want) return 0;
+  return fabs((double)got - (double)want) <= rel * (1.0 + fabs((double)want));
+}
+
+typedef struct tally {
+  int64_t rows, topp_rows, token_diffs, other_diffs;
+} tally;
+
+/* Compares GPU with CPU row by row; a token difference is tolerated only on
+ * a row with top-p active (the boundary case), and counted. */
+static void compare(const batch *b, const result *c, const result *g, tally *t, const char *what) {
+  for (int64_t r = 0; r < b->B; r++) {
+    t->rows++;
+    int topp = b->top_p[r] < 1.0f && b->temperature[r] > 0.0f;
+    t->topp_rows += topp;
+    if (c->tokens[r] != g->tokens[r] || c->status[r] != g->status[r]) {
+      if (topp && c->status[r] == g->status[r]) {
+        t->token_diffs++;
+        continue;
+      }
+      t->other_diffs++;
+      test_fail_at(__FILE__, __LINE__,
+                   "%s row %lld: token %d status %u on CUDA, %d %u on the CPU (T %g k %d p %g "
+                   "q %g)",
+                   what, (long long)r, g->tokens[r], g->status[r], c->tokens[r], c->status[r],
+                   (double)b->temperature[r], b->top_k[r], (double)b->top_p[r], (double)b->min_p[r]);
+      continue;
+    }
+    if (b->want_logprobs) {
+      EXPECT(close_to(g->lp[r], c->lp[r], 2e-6), "%s row %lld: logprob %.9g vs CPU %.9g", what,
+             (long long)r, (double)g->lp[r], (double)c->lp[r]);
+      EXPECT(close_to(g->raw_lp[r], c->raw_lp[r], 2e-6), "%s row %lld: raw logprob %.9g vs %.9g",
+             what, (long long)r, (double)g->raw_lp[r], (double)c->raw_lp[r]);
+    }
+    int final_top = (b->flags & INGOT_SAMPLING_TOP_FINAL) != 0;
+    for (int64_t j = 0; j < b->num_top; j++) {
+      int64_t at = r * b->num_top + j;
+      if (final_top && topp && c->top_ids[at] != g->top_ids[at]) break; /* set may differ */
+      if (g->top_ids[at] != c->top_ids[at] || !close_to(g->top_lp[at], c->top_lp[at], 2e-6)) {
+        test_fail_at(__FILE__, __LINE__, "%s row %lld top %lld: (%d, %.9g) vs CPU (%d, %.9g)",
+                     what, (long long)r, (long long)j, g->top_ids[at], (double)g->top_lp[at],
+                     c->top_ids[at], (double)c->top_lp[at]);
+        break;
+      }
+    }
+  }
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static int test_sample_vs_cpu(void) {
+  static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {64, 4096},
+                                      {5, 1000},   {2, 33},     {1, 1},      {40, 151936}};
+  static const ingot_dtype dts[] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
+  tally t = {0, 0, 0, 0};
+  for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      batch b;
+      int64_t num_top = (int64_t[]){0, 1, 5, 20, 1024}[test_rand() % 5];
+      make_batch(&b, shapes[s][0], shapes[s][1], dts[test_rand() % 3], (int)(test_rand() % 3),
+                 num_top);
+      result c, g;
+      alloc_result(&c, &b), alloc_result(&g, &b);
+      EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+      char what[96];
+      snprintf(what, sizeof what, "sample B=%lld V=%lld dtype %d top %lld", (long long)b.B,
+               (long long)b.V, (int)b.dtype, (long long)num_top);
+      compare(&b, &c, &g, &t, what);
+      free_result(&c), free_result(&g), free_batch(&b);
+    }
+  printf("  sample: %lld rows, %lld with top-p, tokens differing from the CPU: %lld (%.3g%% of "
+         "top-p rows)\n",
+         (long long)t.rows, (long long)t.topp_rows, (long long)t.token_diffs,
+         t.topp_rows ? 100.0 * (double)t.token_diffs / (double)t.topp_rows : 0.0);
+  EXPECT(t.token_diffs * 100 <= t.topp_rows + 1, "too many top-p boundary differences: %lld",
+         (long long)t.token_diffs);
+  return 0;
+}
+
+static int test_softmax_vs_cpu(void) {
+  static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {17, 5000}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    batch b;
+    make_batch(&b, shapes[s][0], shapes[s][1],
+               (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16}[s % 3],
+               (int)(test_rand() % 3), 0);
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+    double worst = 0;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < b.B; r++) {
+      int topp = b.top_p[r] < 1.0f && b.temperature[r] > 0.0f;
+      EXPECT(c.status[r] == g.status[r], "softmax row %lld: status %u vs CPU %u", (long long)r,
+             g.status[r], c.status[r]);
+      int set_differs = 0;
+      for (int64_t i = 0; i < b.V; i++) {
+        float pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
+        if ((pc == 0.0f) != (pg == 0.0f)) set_differs = 1;
+      }
+      if (set_differs && topp) continue; /* a top-p boundary row */
+      for (int64_t i = 0; i < b.V; i++) {
+        float pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
+        double e = pc > 0 ? fabs((double)pg - (double)pc) / (double)pc : (pg == 0.0f ? 0.0 : 1.0);
+        if (e > worst) worst = e;
+        if (e > 2e-6) bad++;
+      }
+    }
+    printf("  softmax B=%lld V=%lld: max relative difference from the CPU %.3g\n",
+           (long long)b.B, (long long)b.V, worst);
+    EXPECT(bad == 0, "softmax B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
+           (long long)b.B, (long long)b.V, (long long)bad, worst);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  return 0;
+}
+
+/* The seed's masks against float64: first 16384 columns -Inf; all but 3 ids;
+ * a 20000-column block in the middle. */
+static int test_seed_rows_vs_float64(void) {
+  static const int64_t Vs[] = {151936, 201088, 262144};
+  static const int64_t Bs[] = {1, 3, 8};
+  double worst = 0;
+  for (int vi = 0; vi < 3; vi++)
+    for (int bi = 0; bi < 3; bi++) {
+      batch b;
+      make_batch(&b, Bs[bi], Vs[vi], INGOT_DTYPE_F32, 1, 0);
+      int64_t V = b.V;
+      int64_t three[3] = {(int64_t)(test_rand() % V), (int64_t)(test_rand() % V),
+                          (int64_t)(test_rand() % V)};
+      for (int64_t r = 0; r < b.B; r++) {
+        b.temperature[r] = 1.0f, b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
+        int kind = (int)(r % 3);
+        float *row = (float *)b.logits + r * b.stride;
+        for (int64_t i = 0; i < V; i++) {
+          int masked = kind == 0 ? i < 16384
+                     : kind == 1 ? (i != three[0] && i != three[1] && i != three[2])
+                                 : (i >= V / 2 - 10000 && i < V / 2 + 10000);
+          if (masked) row[i] = -INFINITY;
+        }
+      }
+      result g;
+      alloc_result(&g, &b);
+      EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+      for (int64_t r = 0; r < b.B; r++) {
+        const float *row = (const float *)b.logits + r * b.stride;
+        double m = -INFINITY, z = 0;
+        for (int64_t i = 0; i < V; i++)
+          if ((double)row[i] > m) m = (double)row[i];
+        for (int64_t i = 0; i < V; i++)
+          if (row[i] != -INFINITY) z += exp((double)row[i] - m);
+        double sum = 0;
+        for (int64_t i = 0; i < V; i++) {
+          double want = row[i] == -INFINITY ? 0.0 : exp((double)row[i] - m) / z;
+          double got = g.probs[r * V + i];
+          sum += got;
+          if (want == 0.0) {
+            if (got != 0.0) {
+              test_fail_at(__FILE__, __LINE__, "masked token %lld has p = %g", (long long)i, got);
+              break;
+            }
+          } else if (want > 1e-6) {
+            double e = fabs(got - want) / want;
+            if (e > worst) worst = e;
+          }
+        }
+        EXPECT(fabs(sum - 1.0) < 1e-5, "row %lld sums to %.9g", (long long)r, sum);
+      }
+      free_result(&g), free_batch(&b);
+    }
+  printf("  the seed's masked rows on CUDA: max relative error vs float64 over p > 1e-6: %.3g\n",
+         worst);
+  EXPECT(worst < 4e-6, "max relative error %.3g", worst);
+  return 0;
+}
+
+static int test_three_ids_always(void) {
+  batch b;
+  make_batch(&b, 64, 151936, INGOT_DTYPE_BF16, 1, 0);
+  int64_t three[3] = {7, 70000, 151935};
+  for (int64_t r = 0; r < b.B; r++) {
+    b.temperature[r] = 1.5f, b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
+    for (int64_t i = 0; i < b.V; i++)
+      if (i != three[0] && i != three[1] && i != three[2]) set_logit(&b, r, i, -INFINITY);
+    set_logit(&b, r, three[r % 3], 2.0f);
+  }
+  int hits[3] = {0, 0, 0};
+  for (int rep = 0; rep < 8; rep++) {
+    for (int64_t r = 0; r < b.B; r++) b.seed[r] = test_rand();
+    result g;
+    alloc_result(&g, &b);
+    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+    for (int64_t r = 0; r < b.B; r++) {
+      int which = g.tokens[r] == three[0] ? 0 : g.tokens[r] == three[1] ? 1
+                : g.tokens[r] == three[2] ? 2 : -1;
+      EXPECT(which >= 0, "row %lld drew %d", (long long)r, g.tokens[r]);
+      if (which >= 0) hits[which]++;
+    }
+    free_result(&g);
+  }
+  EXPECT(hits[0] && hits[1] && hits[2], "ids drawn %d %d %d", hits[0], hits[1], hits[2]);
+  free_batch(&b);
+  return 0;
+}
+
+static int test_batch_invariance(void) {
+  batch big;
+  make_batch(&big, 64, 151936, INGOT_DTYPE_F32, 0, 8);
+  big.flags = 0;
+  big.banned[0] = 37, big.banned[1] = 5; /* at least one list entry for row 37 */
+  result g64;
+  alloc_result(&g64, &big);
+  EXPECT_OK(gpu, run_batch(gpu, &big, 0, &g64));
+  /* row 37 alone, at B = 1 (lists rewritten to row 0) */
+  batch one = big;
+  one.B = 1;
+  one.logits = (char *)big.logits + (size_t)(37 * big.stride) * elem(big.dtype);
+  one.temperature = big.temperature + 37, one.top_k = big.top_k + 37;
+  one.top_p = big.top_p + 37, one.min_p = big.min_p + 37;
+  one.seed = big.seed + 37, one.position = big.position + 37;
+  one.allowed = big.allowed ? big.allowed + 37 * big.words : NULL;
+  int32_t *ban = xcalloc((size_t)(big.nbanned * 2 + 1) * 4);
+  int32_t *bias = xcalloc((size_t)(big.nbias * 2 + 1) * 4);
+  for (int64_t e = 0; e < big.nbanned; e++)
+    ban[2 * e] = big.banned[2 * e] == 37 ? 0 : -1, ban[2 * e + 1] = big.banned[2 * e + 1];
+  for (int64_t e = 0; e < big.nbias; e++)
+    bias[2 * e] = big.bias_ids[2 * e] == 37 ? 0 : -1, bias[2 * e + 1] = big.bias_ids[2 * e + 1];
+  one.banned = ban, one.bias_ids = bias;
+  result g1;
+  alloc_result(&g1, &one);
+  EXPECT_OK(gpu, run_batch(gpu, &one, 0, &g1));
+  EXPECT(g1.tokens[0] == g64.tokens[37] && g1.status[0] == g64.status[37],
+         "row 37 of B = 64: token %d status %u; alone: %d %u", g64.tokens[37], g64.status[37],
+         g1.tokens[0], g1.status[0]);
+  EXPECT(memcmp(&g1.lp[0], &g64.lp[37], 4) == 0 && memcmp(&g1.raw_lp[0], &g64.raw_lp[37], 4) == 0,
+         "logprobs differ: %.9g %.9g vs %.9g %.9g", (double)g1.lp[0], (double)g1.raw_lp[0], (double)g64.lp[37],
+         (double)g64.raw_lp[37]);
+  EXPECT(memcmp(g1.top_ids, g64.top_ids + 37 * 8, 32) == 0 &&
+             memcmp(g1.top_lp, g64.top_lp + 37 * 8, 32) == 0,
+         "top-n differ");
+  free(ban), free(bias), free_result(&g1), free_result(&g64), free_batch(&big);
+  return 0;
+}
+
+static int test_bad_parameter_row(void) {
+  batch b;
+  make_batch(&b, 6, 5000, INGOT_DTYPE_F32, 1, 4);
+  result c, g;
+  alloc_result(&c, &b), alloc_result(&g, &b);
+  EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+  static const struct {
+    int field;
+    float value;
+  } cases[] = {{0, -1.0f}, {0, NAN}, {0, INFINITY}, {1, -3.0f}, {2, 0.0f}, {2, 1.5f}, {3, 2.0f}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    batch bb = b;
+    float T = b.temperature[2], P = b.top_p[2], Q = b.min_p[2];
+    int32_t K = b.top_k[2];
+    if (cases[k].field == 0) b.temperature[2] = cases[k].value;
+    if (cases[k].field == 1) b.top_k[2] = (int32_t)cases[k].value;
+    if (cases[k].field == 2) b.top_p[2] = cases[k].value;
+    if (cases[k].field == 3) b.min_p[2] = cases[k].value;
+    EXPECT_OK(gpu, run_batch(gpu, &bb, 0, &g));
+    EXPECT(g.tokens[2] == -1 && g.status[2] == INGOT_SAMPLING_ROW_BAD_PARAMETER,
+           "case %zu: row 2 token %d status %u", k, g.tokens[2], g.status[2]);
+    for (int64_t r = 0; r < b.B; r++)
+      if (r != 2)
+        EXPECT(g.tokens[r] == c.tokens[r] || b.top_p[r] < 1.0f, "case %zu: row %lld changed", k,
+               (long long)r);
+    b.temperature[2] = T, b.top_p[2] = P, b.min_p[2] = Q, b.top_k[2] = K;
+  }
+  free_result(&c), free_result(&g), free_batch(&b);
+  return 0;
+}
+
+/* Capture ingot_sample into a graph; replay it with new logits, seeds,
+ * positions, temperatures and bitmask written into the captured buffers;
+ * each replay must equal an eager call on the same inputs. */
+static int test_graph_replay(void) {
+  const int64_t B = 4, V = 151936, W = (V + 31) / 32, n = 5;
+  batch b;
+  make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
+  b.allowed = xcalloc((size_t)(B * W) * 4);
+  b.flags = 0;
+  size_t lbytes = (size_t)(B * b.stride) * 2;
+  void *dl = dev_copy(b.logits, lbytes), *dT = dev_copy(b.temperature, B * 4),
+       *dS = dev_copy(b.seed, B * 8), *dP = dev_copy(b.position, B * 8),
+       *dA = dev_copy(b.allowed, (size_t)(B * W) * 4), *dTok = dev_copy(NULL, B * 4),
+       *dLp = dev_copy(NULL, B * 4), *dIds = dev_copy(NULL, B * n * 4),
+       *dTlp = dev_copy(NULL, B * n * 4);
+  ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_BF16, B, V, b.stride),
+               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B), tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
+               tP = ingot_tensor_1d(dP, INGOT_DTYPE_U64, B),
+               tA = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W, W),
+               tTok = ingot_tensor_1d(dTok, INGOT_DTYPE_I32, B),
+               tLp = ingot_tensor_1d(dLp, INGOT_DTYPE_F32, B),
+               tIds = ingot_tensor_2d(dIds, INGOT_DTYPE_I32, B, n, n),
+               tTlp = ingot_tensor_2d(dTlp, INGOT_DTYPE_F32, B, n, n);
+  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+  prm.temperature = &tT, prm.seed = &tS, prm.position = &tP, prm.allowed = &tA;
+  ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
+  lps.token_logprob = &tLp, lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ingot_status st = ingot_sample(gpu, &tl, &prm, &tTok, NULL, &lps, NULL, 0,
+                                 (struct CUstream_st *)stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  EXPECT_OK(gpu, st);
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 3; rep++) {
+    for (int64_t r = 0; r < B; r++) {
+      for (int64_t i = 0; i < V; i++) set_logit(&b, r, i, (float)(rand_normal() * 3.0));
+      for (int64_t w = 0; w < W; w++) b.allowed[r * W + w] = (uint32_t)test_rand();
+      b.seed[r] = test_rand(), b.position[r] = test_rand() % 1000;
+      b.temperature[r] = rep == 1 && r == 0 ? 0.0f : 0.7f + 0.3f * (float)rep;
+    }
+    cudaMemcpy(dl, b.logits, lbytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dT, b.temperature, B * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dS, b.seed, B * 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(dP, b.position, B * 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(dA, b.allowed, (size_t)(B * W) * 4, cudaMemcpyHostToDevice);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    int32_t tok[4], ids[20];
+    float lp[4], tlp[20];
+    cudaMemcpy(tok, dTok, sizeof tok, cudaMemcpyDeviceToHost);
+    cudaMemcpy(lp, dLp, sizeof lp, cudaMemcpyDeviceToHost);
+    cudaMemcpy(ids, dIds, sizeof ids, cudaMemcpyDeviceToHost);
+    cudaMemcpy(tlp, dTlp, sizeof tlp, cudaMemcpyDeviceToHost);
+    /* the same inputs, eagerly (top_k / top_p / min_p absent there too) */
+    batch e = b;
+    for (int64_t r = 0; r < B; r++) b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
+    e.want_logprobs = 1;
+    result g;
+    alloc_result(&g, &e);
+    EXPECT_OK(gpu, run_batch(gpu, &e, 0, &g));
+    for (int64_t r = 0; r < B; r++) {
+      EXPECT(tok[r] == g.tokens[r] && memcmp(&lp[r], &g.lp[r], 4) == 0,
+             "replay %d row %lld: token %d lp %.9g, eager %d %.9g", rep, (long long)r, tok[r],
+             (double)lp[r], g.tokens[r], (double)g.lp[r]);
+      EXPECT(memcmp(ids + r * n, g.top_ids + r * n, n * 4) == 0 &&
+                 memcmp(tlp + r * n, g.top_lp + r * n, n * 4) == 0,
+             "replay %d row %lld: top-n differs", rep, (long long)r);
+    }
+    free_result(&g);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  void *all[] = {dl, dT, dS, dP, dA, dTok, dLp, dIds, dTlp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
+  free_batch(&b);
+  return 0;
+}
+
+int main(void) {
+  test_init("test_sampling_cuda");
+  quick = getenv("INGOT_TEST_QUICK") != NULL;
+  if (!ingot_backend_available(INGOT_BACKEND_CUDA) ||
+      ingot_context_create(INGOT_BACKEND_CUDA, 0, &gpu) != INGOT_OK) {
+    printf("SKIPPED test_sampling_cuda: no CUDA device\n");
+    return TEST_SKIP_CODE;
+  }
+  if (ingot_context_create(INGOT_BACKEND_CPU, 0, &cpu) != INGOT_OK) return 1;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  printf("  CUDA sampling: up to %d blocks per row (cluster), %d bytes of shared memory each\n",
+         gpu->sampling_max_cluster, gpu->sampling_dynamic_smem);
+  test_run("sample_vs_cpu", test_sample_vs_cpu);
+  test_run("softmax_vs_cpu", test_softmax_vs_cpu);
+  test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
+  test_run("three_ids_always", test_three_ids_always);
+  test_run("batch_invariance", test_batch_invariance);
+  test_run("bad_parameter_row", test_bad_parameter_row);
+  test_run("graph_replay", test_graph_replay);
+  cudaStreamDestroy(stream);
+  ingot_context_destroy(cpu);
+  ingot_context_destroy(gpu);
+  return test_finish();
+}
+#endif

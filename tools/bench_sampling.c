@@ -1,0 +1,254 @@
+/*
+ * `ingot bench` cases for the sampling ops (include/ingot/ingot.h, Sampling
+ * section), at the spec's shapes:
+ *   softmax  B=1 V=151936 and B=64 V=262144 (f32 logits, temperature 0.8)
+ *   sample   "masked step": an xgrammar bitmask (half the tokens allowed),
+ *            temperature 0.8, the drawn token's final and raw logprob;
+ *            B=1 V=151936 and B=64 V=262144
+ *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
+ * Logits: 3 x a normal-ish variate (Irwin-Hall sum of four uniforms), so s =
+ * (l - max) / T spreads over about [-30, 0] and almost every token needs its
+ * Gumbel noise (the draw skips only tokens with s < -26): a hard case for the
+ * draw, not the easiest one. Every slot has its own logits and seeds.
+ *
+ * Floors: bytes of logits read once, plus probs written once (softmax), at
+ * the measured copy rate. The masked step also reads the bitmask.
+ *
+ * Checks against the CPU reference backend: tokens and row statuses
+ * identical; probabilities and log-probabilities within 2e-6 relative (the
+ * GPU sums masses in 64-bit fixed point, the CPU in double).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+enum { CASE_SOFTMAX, CASE_MASKED, CASE_TOPK_TOPP };
+
+typedef struct sampling_params {
+  int kind;
+  int64_t batch, vocab;
+} sampling_params;
+
+typedef struct sampling_state {
+  sampling_params p;
+  int slots;
+  int64_t words;
+  /* bench memory, [slots][...] */
+  float *logits, *probs, *temperature, *top_p, *lp, *raw_lp;
+  int32_t *top_k, *tokens;
+  uint64_t *seed;
+  uint32_t *allowed, *status;
+  /* host copies of slot 0 */
+  float *h_logits, *h_temperature, *h_top_p;
+  int32_t *h_top_k;
+  uint64_t *h_seed;
+  uint32_t *h_allowed;
+  void *ws; /* env->ctx's workspace (none on CUDA) */
+  size_t ws_bytes;
+} sampling_state;
+
+static float normalish(bench_rng *r) {
+  double s = 0;
+  for (int i = 0; i < 4; i++) s += (double)bench_rand_below(r, 1u << 24) / (double)(1u << 24);
+  return (float)((s - 2.0) * 1.7320508075688772); /* unit variance */
+}
+
+static int sampling_setup(bench_env *env, const void *params, void **state, bench_info *info) {
+  const sampling_params *p = params;
+  sampling_state *s = bench_alloc(env, BENCH_MEM_HOST, sizeof *s);
+  if (!s) return BENCH_FAIL;
+  memset(s, 0, sizeof *s);
+  s->p = *p;
+  const int64_t B = p->batch, V = p->vocab;
+  s->words = (V + 31) / 32;
+  double logits_bytes = 4.0 * (double)(B * V);
+  s->slots = bench_slots_for(env, logits_bytes);
+  const size_t S = (size_t)s->slots;
+  s->logits = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)(B * V) * 4);
+  s->allowed = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)(B * s->words) * 4);
+  s->seed = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)B * 8);
+  s->temperature = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->top_p = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->top_k = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->tokens = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->status = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->raw_lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->probs = p->kind == CASE_SOFTMAX ? bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * V) * 4)
+                                     : NULL;
+  s->h_logits = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * V) * 4);
+  s->h_allowed = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * s->words) * 4);
+  s->h_seed = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 8);
+  s->h_temperature = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
+  s->h_top_p = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
+  s->h_top_k = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
+  if (!s->logits || !s->allowed || !s->seed || !s->temperature || !s->top_p || !s->top_k ||
+      !s->tokens || !s->status || !s->lp || !s->raw_lp || !s->h_logits || !s->h_allowed ||
+      !s->h_seed || !s->h_temperature || !s->h_top_p || !s->h_top_k ||
+      (p->kind == CASE_SOFTMAX && !s->probs))
+    return BENCH_FAIL;
+  for (int64_t r = 0; r < B; r++) {
+    s->h_temperature[r] = p->kind == CASE_TOPK_TOPP ? 1.0f : 0.8f;
+    s->h_top_p[r] = p->kind == CASE_TOPK_TOPP ? 0.9f : 1.0f;
+    s->h_top_k[r] = p->kind == CASE_TOPK_TOPP ? 50 : 0;
+  }
+  if (bench_upload(env, s->temperature, s->h_temperature, (size_t)B * 4) ||
+      bench_upload(env, s->top_p, s->h_top_p, (size_t)B * 4) ||
+      bench_upload(env, s->top_k, s->h_top_k, (size_t)B * 4))
+    return BENCH_FAIL;
+  /* slot 0 last, so that the host copies hold slot 0 */
+  for (int slot = s->slots - 1; slot >= 0; slot--) {
+    bench_rng rng = bench_rng_seed("sampling", (uint64_t)slot * 1000 + (uint64_t)p->kind);
+    for (int64_t i = 0; i < B * V; i++) s->h_logits[i] = 3.0f * normalish(&rng);
+    for (int64_t i = 0; i < B * s->words; i++) s->h_allowed[i] = (uint32_t)bench_rand(&rng);
+    for (int64_t r = 0; r < B; r++) s->h_seed[r] = bench_rand(&rng);
+    if (bench_upload(env, s->logits + (size_t)slot * (size_t)(B * V), s->h_logits,
+                     (size_t)(B * V) * 4) ||
+        bench_upload(env, s->allowed + (size_t)slot * (size_t)(B * s->words), s->h_allowed,
+                     (size_t)(B * s->words) * 4) ||
+        bench_upload(env, s->seed + (size_t)slot * (size_t)B, s->h_seed, (size_t)B * 8))
+      return BENCH_FAIL;
+  }
+  ingot_status st =
+      p->kind == CASE_SOFTMAX
+          ? ingot_sampling_softmax_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, &s->ws_bytes)
+          : ingot_sample_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, 0, &s->ws_bytes);
+  if (bench_status(env, env->ctx, st, "workspace size")) return BENCH_FAIL;
+  if (s->ws_bytes && !(s->ws = bench_alloc(env, BENCH_MEM_DEVICE, s->ws_bytes))) return BENCH_FAIL;
+  info->slots = s->slots;
+  info->bytes_device = logits_bytes;
+  if (p->kind == CASE_SOFTMAX) {
+    info->bytes_device += logits_bytes;
+    snprintf(info->floor_note, sizeof info->floor_note, "logits read + probs written (f32)");
+  } else if (p->kind == CASE_MASKED) {
+    info->bytes_device += 4.0 * (double)(B * s->words);
+    snprintf(info->floor_note, sizeof info->floor_note, "logits (f32) + bitmask read");
+  } else {
+    snprintf(info->floor_note, sizeof info->floor_note, "logits read (f32)");
+  }
+  *state = s;
+  return BENCH_OK;
+}
+
+/* One call on ctx over the given buffers (device or host). */
+static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, const float *logits,
+                                  const uint32_t *allowed, const uint64_t *seed,
+                                  const float *temperature, const int32_t *top_k,
+                                  const float *top_p, float *probs, int32_t *tokens,
+                                  uint32_t *status, float *lp, float *raw_lp, void *ws,
+                                  size_t ws_bytes, struct CUstream_st *stream) {
+  const int64_t B = s->p.batch, V = s->p.vocab;
+  ingot_tensor tl = ingot_tensor_2d((void *)logits, INGOT_DTYPE_F32, B, V, V);
+  ingot_tensor tA = ingot_tensor_2d((void *)allowed, INGOT_DTYPE_U32, B, s->words, s->words);
+  ingot_tensor tS = ingot_tensor_1d((void *)seed, INGOT_DTYPE_U64, B);
+  ingot_tensor tT = ingot_tensor_1d((void *)temperature, INGOT_DTYPE_F32, B);
+  ingot_tensor tK = ingot_tensor_1d((void *)top_k, INGOT_DTYPE_I32, B);
+  ingot_tensor tP = ingot_tensor_1d((void *)top_p, INGOT_DTYPE_F32, B);
+  ingot_tensor tTok = ingot_tensor_1d(tokens, INGOT_DTYPE_I32, B);
+  ingot_tensor tSt = ingot_tensor_1d(status, INGOT_DTYPE_U32, B);
+  ingot_tensor tLp = ingot_tensor_1d(lp, INGOT_DTYPE_F32, B);
+  ingot_tensor tRaw = ingot_tensor_1d(raw_lp, INGOT_DTYPE_F32, B);
+  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+  prm.temperature = &tT;
+  prm.seed = &tS;
+  if (s->p.kind == CASE_TOPK_TOPP) prm.top_k = &tK, prm.top_p = &tP;
+  if (s->p.kind == CASE_MASKED) prm.allowed = &tA;
+  if (s->p.kind == CASE_SOFTMAX) {
+    ingot_tensor tPr = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, V, V);
+    return ingot_sampling_softmax(ctx, &tl, &prm, &tPr, &tSt, ws, ws_bytes, stream);
+  }
+  ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
+  if (s->p.kind == CASE_MASKED) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  return ingot_sample(ctx, &tl, &prm, &tTok, &tSt, &lps, ws, ws_bytes, stream);
+}
+
+static ingot_status sampling_run(bench_env *env, void *state, int slot) {
+  sampling_state *s = state;
+  const int64_t B = s->p.batch, V = s->p.vocab;
+  return sampling_call(env->ctx, s, s->logits + (size_t)slot * (size_t)(B * V),
+                       s->allowed + (size_t)slot * (size_t)(B * s->words),
+                       s->seed + (size_t)slot * (size_t)B, s->temperature, s->top_k, s->top_p,
+                       s->probs, s->tokens, s->status, s->lp, s->raw_lp, s->ws, s->ws_bytes,
+                       env->stream);
+}
+
+static int close_all(bench_env *env, const char *what, const float *got, const float *want,
+                     int64_t n) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    if (g == w) continue;
+    if (fabs(g - w) <= 2e-6 * (1e-30 + fabs(w)) || (w == 0 && g == 0)) continue;
+    if (first < 0) first = i;
+    bad++;
+  }
+  if (!bad) return BENCH_OK;
+  return bench_fail(env, "%s: %lld values differ by more than 2e-6 relative (first at %lld: %.9g "
+                         "vs the CPU's %.9g)",
+                    what, (long long)bad, (long long)first, (double)got[first],
+                    (double)want[first]);
+}
+
+static int sampling_check(bench_env *env, void *state) {
+  sampling_state *s = state;
+  const int64_t B = s->p.batch, V = s->p.vocab;
+  const int softmax = s->p.kind == CASE_SOFTMAX;
+  ingot_status st = sampling_run(env, state, 0);
+  if (bench_status(env, env->ctx, st, "op") || bench_sync(env)) return BENCH_FAIL;
+  size_t out_floats = softmax ? (size_t)(B * V) : (size_t)B;
+  float *got = bench_alloc(env, BENCH_MEM_HOST, out_floats * 4 + (size_t)B * 12);
+  float *want = bench_alloc(env, BENCH_MEM_HOST, out_floats * 4 + (size_t)B * 12);
+  size_t ws_bytes = 0;
+  st = softmax ? ingot_sampling_softmax_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, &ws_bytes)
+               : ingot_sample_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, 0, &ws_bytes);
+  void *ws = bench_alloc(env, BENCH_MEM_HOST, ws_bytes);
+  if (!got || !want || !ws || bench_status(env, env->ref, st, "reference workspace size"))
+    return BENCH_FAIL;
+  /* want: [probs or tokens][status][lp][raw_lp] */
+  float *w_out = want, *w_lp = want + out_floats + B, *w_raw = want + out_floats + 2 * B;
+  uint32_t *w_status = (uint32_t *)(void *)(want + out_floats);
+  st = sampling_call(env->ref, s, s->h_logits, s->h_allowed, s->h_seed, s->h_temperature,
+                     s->h_top_k, s->h_top_p, w_out, (int32_t *)(void *)w_out, w_status, w_lp,
+                     w_raw, ws, ws_bytes, NULL);
+  if (bench_status(env, env->ref, st, "reference")) return BENCH_FAIL;
+  float *g_out = got, *g_lp = got + out_floats + B, *g_raw = got + out_floats + 2 * B;
+  uint32_t *g_status = (uint32_t *)(void *)(got + out_floats);
+  if (bench_download(env, g_out, softmax ? (void *)s->probs : (void *)s->tokens, out_floats * 4) ||
+      bench_download(env, g_status, s->status, (size_t)B * 4) ||
+      bench_download(env, g_lp, s->lp, (size_t)B * 4) ||
+      bench_download(env, g_raw, s->raw_lp, (size_t)B * 4))
+    return BENCH_FAIL;
+  if (bench_compare_bytes(env, "row_status", g_status, w_status, (size_t)B * 4, 4))
+    return BENCH_FAIL;
+  if (softmax) return close_all(env, "probs", g_out, w_out, B * V);
+  if (bench_compare_bytes(env, "tokens", g_out, w_out, (size_t)B * 4, 4)) return BENCH_FAIL;
+  if (s->p.kind == CASE_MASKED &&
+      (close_all(env, "token_logprob", g_lp, w_lp, B) ||
+       close_all(env, "token_raw_logprob", g_raw, w_raw, B)))
+    return BENCH_FAIL;
+  return BENCH_OK;
+}
+
+static const bench_ops sampling_ops = {sampling_setup, sampling_run, sampling_check, NULL};
+
+void bench_sampling_register(bench_registry *reg) {
+  static const struct {
+    int kind;
+    int64_t B, V;
+    const char *op, *name;
+  } cases[] = {
+      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)"},
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32"},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32"},
+      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936"},
+      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144"},
+      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936"},
+      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V};
+    bench_add(reg, "sampling", cases[i].op, cases[i].name, &sampling_ops, &p, sizeof p);
+  }
+}
