@@ -882,7 +882,8 @@ INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx
  *   - with top_k / top_p / min_p: the renormalised filtered distribution;
  *   - T == 0: one-hot on the greedy token; an EMPTY row: all zeros.
  * Each probability is w_i / sum_F w rounded to fp32 (CPU: the sum in
- * double precision; CUDA: in 64-bit fixed point). row_status: NULL or [B] U32 / I32, OR of
+ * double precision; CUDA: the sum in 64-bit fixed point, then w_i times the
+ * fp32 reciprocal of the sum, within 2 ulp). row_status: NULL or [B] U32 / I32, OR of
  * INGOT_SAMPLING_ROW_*. Statuses as for ingot_sample. */
 INGOT_API ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *logits,
                                               const ingot_sampling_params *params,

@@ -634,6 +634,21 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const bool rank0 = crank == 0;
   int phase = 0;
 
+  /* ---- 1. load, bias, bans, NaN / bitmask; row max, count, flags ---- */
+  const void *row = static_cast<const char *>(in.logits) +
+                    (size_t)(r * in.logits_stride) * (in.dtype == INGOT_DTYPE_F32 ? 4 : 2);
+  /* dynamic shared memory: sv [chunk], then rv [chunk] when the raw
+   * distribution is asked for, then the bitmask words [chunk / 32] */
+  float *rv = a.keep_raw ? sv + a.chunk : nullptr;
+  uint32_t *words = reinterpret_cast<uint32_t *>(sv + a.chunk * (a.keep_raw ? 2 : 1));
+  Partial p = partial_identity();
+  p.raw_max = load_chunk(in, row, lo, n, sv, rv);
+  if (in.allowed) {
+    const uint32_t *w = in.allowed + r * in.allowed_stride + (lo >> 5);
+    for (int k = threadIdx.x; k < (n + 31) / 32; k += kThreads) words[k] = __ldg(w + k);
+  }
+  __syncthreads();
+
   const float T = in.temperature ? in.temperature[r] : 1.0f;
   const int32_t top_k = in.top_k ? in.top_k[r] : 0;
   const float top_p = in.top_p ? in.top_p[r] : 1.0f;
@@ -652,23 +667,9 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
     if (kMode == kSample) write_empty_top(a.out, r);
     if (kMode == kSoftmax)
       for (int j = threadIdx.x; j < n; j += kThreads) a.probs[r * a.probs_stride + lo + j] = 0.0f;
-    return; /* no shared memory was exchanged */
+    return; /* no shared memory was exchanged (the chunk load was local) */
   }
 
-  /* ---- 1. load, bias, bans, NaN / bitmask; row max, count, flags ---- */
-  const void *row = static_cast<const char *>(in.logits) +
-                    (size_t)(r * in.logits_stride) * (in.dtype == INGOT_DTYPE_F32 ? 4 : 2);
-  /* dynamic shared memory: sv [chunk], then rv [chunk] when the raw
-   * distribution is asked for, then the bitmask words [chunk / 32] */
-  float *rv = a.keep_raw ? sv + a.chunk : nullptr;
-  uint32_t *words = reinterpret_cast<uint32_t *>(sv + a.chunk * (a.keep_raw ? 2 : 1));
-  Partial p = partial_identity();
-  p.raw_max = load_chunk(in, row, lo, n, sv, rv);
-  if (in.allowed) {
-    const uint32_t *w = in.allowed + r * in.allowed_stride + (lo >> 5);
-    for (int k = threadIdx.x; k < (n + 31) / 32; k += kThreads) words[k] = __ldg(w + k);
-  }
-  __syncthreads();
   uint32_t flags = 0;
   if (in.num_bias > 0 && warp_id() == 0) {
     /* in list order: lane order within each group of 32 entries */
@@ -744,9 +745,11 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
     token = stats.id; /* lowest id among the maxima */
     for (int j = threadIdx.x; j < n; j += kThreads) sv[j] = lo + j == token ? 0.0f : -INFINITY;
   } else {
+#pragma unroll 4
     for (int j = threadIdx.x; j < n; j += kThreads) {
-      float v = sv[j];
-      if (v != -INFINITY) sv[j] = __fdiv_rn(__fsub_rn(v, m), T);
+      const float v = sv[j];
+      const float s = __fdiv_rn(__fsub_rn(v, m), T);
+      sv[j] = v == -INFINITY ? v : s;
     }
     __syncthreads();
     const bool topk_on = top_k > 0 && (uint32_t)top_k < stats.count;
@@ -791,14 +794,17 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
                          (a.out.num_top > 0 && (a.out.flags & INGOT_SAMPLING_TOP_FINAL));
   const uint64_t seed = in.seed ? in.seed[r] : 0;
   const uint64_t position = in.position ? in.position[r] : 0;
+  if (kMode == kSoftmax || (want_mass && !draw)) {
+    /* exp(-Inf) = 0: no branch, four tokens in flight a thread */
+#pragma unroll 4
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const float w = ingot_sampling_ref_exp(sv[j]);
+      if (kMode == kSoftmax) sv[j] = w; /* written out below */
+      q.mass += fixed_of(w, scale);
+    }
+  } else
   for (int j = threadIdx.x; j < n; j += kThreads) {
     const float s = sv[j];
-    if (kMode == kSoftmax) { /* sv <- w_i (0 outside F), written out below */
-      const float w = s == -INFINITY ? 0.0f : ingot_sampling_ref_exp(s);
-      sv[j] = w;
-      q.mass += fixed_of(w, scale);
-      continue;
-    }
     if (s == -INFINITY) continue;
     if (want_mass) q.mass += fixed_mass(s, scale);
     if (draw && s >= kCannotWin) {
@@ -816,9 +822,10 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
 
   if (kMode == kSoftmax) {
     if (rank0 && threadIdx.x == 0 && a.row_status) a.row_status[r] = flags;
-    const double inv_z = fin.mass ? ldexp(1.0, a.frac_bits) / (double)fin.mass : 0.0;
+    /* p = w * (1 / Z) in fp32: within 1.5 ulp of w / Z, no fp64 per token */
+    const float inv_z = fin.mass ? (float)(ldexp(1.0, a.frac_bits) / (double)fin.mass) : 0.0f;
     float *prow = a.probs + r * a.probs_stride + lo;
-    for (int j = threadIdx.x; j < n; j += kThreads) prow[j] = (float)((double)sv[j] * inv_z);
+    for (int j = threadIdx.x; j < n; j += kThreads) prow[j] = __fmul_rn(sv[j], inv_z);
     cluster_barrier(phase); /* the slots were read remotely */
     return;
   }
@@ -851,10 +858,8 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
     const RawValues raw{rv, stats.raw_max, T > 0.0f ? T : 1.0f};
     Partial z = partial_identity();
     if (stats.raw_max != -INFINITY)
-      for (int j = threadIdx.x; j < n; j += kThreads) {
-        const float v = raw(j);
-        if (v != -INFINITY) z.mass += fixed_mass(v, scale);
-      }
+#pragma unroll 4
+      for (int j = threadIdx.x; j < n; j += kThreads) z.mass += fixed_mass(raw(j), scale);
     const Partial zr = cluster_reduce(z, sh, phase);
     const double log_zr = log_of_mass(zr.mass, a.frac_bits);
     if (owner && threadIdx.x == 0 && o.token_raw_logprob) {
