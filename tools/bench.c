@@ -94,7 +94,7 @@ typedef struct bench_row {
   int host_reps;
   double time_s;    /* device (or CPU wall) time per call; < 0 unknown */
   double host_s;    /* host wall clock of one eager call; < 0 unknown */
-  double bytes_device, bytes_host, floor_extra_s;
+  double bytes_device, bytes_host, floor_extra_s, flops;
   double floor_s;   /* < 0 unknown */
   char floor_note[256];
 } bench_row;
@@ -717,6 +717,7 @@ static void run_case(bench_env *env, const bench_case *c, bench_row *row) {
   row->bytes_device = info.bytes_device;
   row->bytes_host = info.bytes_host;
   row->floor_extra_s = info.floor_extra_s;
+  row->flops = info.flops;
   snprintf(row->floor_note, sizeof row->floor_note, "%s", info.floor_note);
   {
     double f = info.floor_extra_s > 0 ? info.floor_extra_s : 0;
@@ -782,14 +783,14 @@ static void print_header(const bench_env *env, const char *date, const char *not
 }
 
 static void print_columns(const bench_env *env, int width) {
-  printf("%-*s %6s %10s %9s %9s %7s %8s %5s  %s\n", width, "case", "launch",
-         env->cpu_mode ? "cpu us" : "us/call", "host us", "floor us", "%floor", "GB/s", "slots",
-         "check");
+  printf("%-*s %6s %10s %9s %9s %7s %8s %7s %5s  %s\n", width, "case", "launch",
+         env->cpu_mode ? "cpu us" : "us/call", "host us", "floor us", "%floor", "GB/s", "TF/s",
+         "slots", "check");
 }
 
 static void print_row(const bench_env *env, const bench_row *row, int width) {
   char launch[16] = "-", t[24] = "-", host[24] = "-", floor_us[24] = "-", frac[24] = "-",
-       gbs[24] = "-";
+       gbs[24] = "-", tfs[24] = "-";
   if (row->launches >= 0) snprintf(launch, sizeof launch, "%d", row->launches);
   if (row->time_s >= 0) snprintf(t, sizeof t, "%.2f", row->time_s * 1e6);
   if (row->host_s >= 0) snprintf(host, sizeof host, "%.2f", row->host_s * 1e6);
@@ -798,10 +799,12 @@ static void print_row(const bench_env *env, const bench_row *row, int width) {
     snprintf(frac, sizeof frac, "%.1f%%", 100.0 * row->floor_s / row->time_s);
   if (row->time_s > 0 && row->bytes_device + row->bytes_host > 0)
     snprintf(gbs, sizeof gbs, "%.1f", (row->bytes_device + row->bytes_host) / row->time_s * 1e-9);
+  if (row->time_s > 0 && row->flops > 0)
+    snprintf(tfs, sizeof tfs, "%.1f", row->flops / row->time_s * 1e-12);
   const char *check = row->status == ROW_OK ? "ok" : row->status == ROW_SKIPPED ? "skipped" : "FAILED";
   (void)env;
-  printf("%-*s %6s %10s %9s %9s %7s %8s %5d  %s\n", width, row->c->label, launch, t, host,
-         floor_us, frac, gbs, row->slots, check);
+  printf("%-*s %6s %10s %9s %9s %7s %8s %7s %5d  %s\n", width, row->c->label, launch, t, host,
+         floor_us, frac, gbs, tfs, row->slots, check);
   if (row->message[0]) printf("    %s: %s\n", check, row->message);
   fflush(stdout);
 }
@@ -889,6 +892,8 @@ static int write_json(const char *path, const bench_env *env, const char *date,
     json_number(f, r->bytes_host);
     fprintf(f, ", \"floor_extra_s\": ");
     json_number(f, r->floor_extra_s > 0 ? r->floor_extra_s : -1);
+    fprintf(f, ", \"flops\": ");
+    json_number(f, r->flops > 0 ? r->flops : -1);
     fprintf(f, ", \"floor_s\": ");
     json_number(f, r->floor_s);
     fprintf(f, ", \"floor_fraction\": ");

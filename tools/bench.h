@@ -112,6 +112,7 @@ typedef struct bench_info {
   double bytes_device;   /* least bytes one call moves through device memory */
   double bytes_host;     /* least bytes one call reads over host->device (UVA) */
   double floor_extra_s;  /* another lower bound in seconds (e.g. FLOPs / rate), or 0 */
+  double flops;          /* floating-point operations of one call (TF/s column), or 0 */
   char floor_note[256];  /* what the floor counts, for people and the JSON */
 } bench_info;
 

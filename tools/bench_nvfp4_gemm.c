@@ -281,6 +281,7 @@ static int gemm_setup(bench_env *env, const void *params, void **state, bench_in
   }
   info->slots = s->slots;
   info->floor_extra_s = matrix_rate > 0 ? flops / matrix_rate : 0;
+  info->flops = flops;
   *state = s;
   return BENCH_OK;
 }
