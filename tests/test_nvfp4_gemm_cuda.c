@@ -759,6 +759,41 @@ static int test_div_bits(void) {
   return 0;
 }
 
+/* An unusable global scale (not finite or not > 0) of A or B makes alpha,
+ * and every output, the canonical NaN on both backends: GPU bytes == CPU
+ * bytes. (Found by review: the CUDA alpha once ignored the rule.) */
+static int test_bad_global_scale(void) {
+  static const float bad[] = {-1.0f, 0.0f, -0.0f, INFINITY, NAN};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    for (int which = 0; which < 2; which++) {
+      mat a, b;
+      mat_make(&a, 17, 128, 0x28, 0x48, which == 0 ? bad[i] : 4.0f, 0, 0);
+      mat_make(&b, 64, 128, 0x28, 0x48, which == 1 ? bad[i] : 4.0f, 0, 0);
+      if (mat_upload(&a) || mat_upload(&b)) return 1;
+      float *want = malloc(sizeof(float) * 17 * 64), *got = malloc(sizeof(float) * 17 * 64);
+      float *dd = NULL;
+      CUDA_OK(cudaMalloc((void **)&dd, sizeof(float) * 17 * 64));
+      size_t wb = 0;
+      EXPECT_OK(gpu, ingot_nvfp4_gemm_workspace_size(gpu, 17, 64, 128, &wb));
+      void *ws = NULL;
+      if (wb) CUDA_OK(cudaMalloc(&ws, wb));
+      if (cpu_gemm(&a, &b, want) == 0) {
+        EXPECT_OK(gpu, gpu_gemm(&a, &b, dd, INGOT_DTYPE_F32, 64, ws, wb));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaMemcpy(got, dd, sizeof(float) * 17 * 64, cudaMemcpyDeviceToHost));
+        uint32_t w0;
+        memcpy(&w0, want, 4);
+        EXPECT(w0 == 0x7fc00000u, "CPU: gs %g on %c gives 0x%08x, not the canonical NaN",
+               (double)bad[i], "AB"[which], w0);
+        EXPECT(memcmp(got, want, sizeof(float) * 17 * 64) == 0,
+               "gs %g on %c: CUDA output differs from the CPU's", (double)bad[i], "AB"[which]);
+      }
+      if (ws) cudaFree(ws);
+      cudaFree(dd), free(want), free(got), mat_free(&a), mat_free(&b);
+    }
+  return 0;
+}
+
 static int skip_no_device(void) {
   printf("SKIPPED test_nvfp4_gemm_cuda: no CUDA device\n");
   return TEST_SKIP_CODE;
@@ -785,6 +820,7 @@ int main(void) {
   test_run("geglu", test_geglu);
   test_run("mlp", test_mlp);
   test_run("graph_replay", test_graph_replay);
+  test_run("bad_global_scale", test_bad_global_scale);
   cudaStreamDestroy(stream);
   ingot_context_destroy(gpu);
   ingot_context_destroy(cpu);

@@ -569,10 +569,13 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * == 0 because h is the down GEMM's K). M = 0 (an empty batch) is a
  * successful no-op that writes nothing (its workspace size is 0); the
  * tensors are still checked. Anything else is rejected before launch with
- * INVALID_ARGUMENT naming the value; there is no hidden fallback. CUDA needs compute capability 8.0 or
- * newer (bf16 tensor cores; NVFP4 operands are decoded in the kernel with
- * their block scales folded in, never into a dequantized copy in memory);
- * older devices get NOT_SUPPORTED.
+ * INVALID_ARGUMENT naming the value; there is no hidden fallback. CUDA
+ * needs compute capability 8.0 or newer (bf16 tensor cores; NVFP4 operands
+ * are decoded in the kernel with their block scales folded in, never into a
+ * dequantized copy in memory) and, for its tiles, 102-200 KB of shared
+ * memory per block (A100, H100, H200 have it); other devices (older ones,
+ * and cc 8.6 / 8.9 GPUs with ~100 KB) get NOT_SUPPORTED before anything
+ * is enqueued. Dimensions beyond 2^31 are NOT_SUPPORTED on CUDA.
  *
  * Workspace: ask the *_workspace_size query with the same shape and pass
  * at least that many bytes, 16-byte aligned (NULL when 0 is needed); its
@@ -749,8 +752,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * outputs of ingot_sample); on pre-Hopper GPUs (one block a row) about
  * 34k (17k) on an A100, so typical LLM vocabularies need sm_90 for now;
  * larger V returns NOT_SUPPORTED before launch. Sums of
- * probabilities are exact 64-bit fixed-point integers (w * 2^F, F = 63 -
- * ceil(log2 V)) instead of the CPU's double sums: probabilities and
+ * probabilities are exact 64-bit fixed-point integers (w * 2^F, F =
+ * min(62, 63 - ceil(log2 V))) instead of the CPU's double sums: probabilities and
  * log-probabilities agree with the CPU within 2e-6 relative, tokens are
  * identical except at top-p boundaries (see above), and the result does not
  * depend on the batch or the launch geometry.

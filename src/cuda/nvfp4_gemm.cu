@@ -391,13 +391,15 @@ __device__ __forceinline__ void load_stage(const GemmParams &p, const Tile &t, u
   }
   if (tid < 32) {
     // A scales: the 512-byte chunk of row block m0/128, column group kt
-    const uint8_t *src = p.a_sf + static_cast<int64_t>(t.m0 >> 7) * p.a_sf_block + kt * 512 + tid * 16;
+    const uint8_t *src = p.a_sf + static_cast<int64_t>(t.m0 >> 7) * p.a_sf_block +
+                         static_cast<int64_t>(kt) * 512 + tid * 16;
     load16<kAsync>(stage + C::kPackSfA + tid * 16, src, true);
   } else if (tid < 32 + BN / 4) {
     const int j = tid - 32, blk = j >> 5, c = j & 31;
     const int rb = (t.n0 >> 7) + blk;
     const bool ok = rb * 128 < p.n;
-    const uint8_t *src = p.b_sf + static_cast<int64_t>(ok ? rb : 0) * p.b_sf_block + kt * 512 + c * 16;
+    const uint8_t *src = p.b_sf + static_cast<int64_t>(ok ? rb : 0) * p.b_sf_block +
+                         static_cast<int64_t>(kt) * 512 + c * 16;
     load16<kAsync>(stage + C::kPackSfB + blk * 512 + c * 16, src, ok);
   }
 }
@@ -553,8 +555,13 @@ __device__ __forceinline__ void main_loop(const GemmParams &p, const Tile &t, ui
 
 // ---- epilogues -------------------------------------------------------------------------
 
+// alpha = 1 / (gsA * gsB); NaN when either global scale is unusable (not
+// finite or not > 0), the header's rule, as on the CPU.
 __device__ __forceinline__ float alpha_of(const GemmParams &p) {
-  return ingot_fdiv_rn(1.0f, ingot_fmul_rn(*p.gs_a, *p.gs_b));
+  const float ga = *p.gs_a, gb = *p.gs_b;
+  if (!ingot_nvfp4_gs_valid(ga) || !ingot_nvfp4_gs_valid(gb))
+    return ingot_bits_f32(INGOT_NVFP4_CANONICAL_NAN);
+  return ingot_fdiv_rn(1.0f, ingot_fmul_rn(ga, gb));
 }
 
 // The accumulator carries 2^-14 (two decoded operands of 2^-7 each).
@@ -915,6 +922,22 @@ ingot_status launch_gemm(struct ingot_context *ctx, const char *op, const GemmPa
                       : launch_bn<kEpiGemm, 256>(ctx, op, p, pl, async, stream);
 }
 
+// Before anything is enqueued: the tiles of this plan must fit the device's
+// shared memory per block (cc 8.6 / 8.9 GPUs have ~100 KB).
+ingot_status check_smem(struct ingot_context *ctx, const char *op, int bn) {
+  const int smem = smem_bytes(bn, ctx->cc_major);
+  int optin = 0;
+  INGOT_CUDA_TRY(ctx, op, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                 ctx->device));
+  if (smem > optin)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "device %d allows %d bytes of shared memory per block; this kernel's "
+                           "tiles need %d (A100, H100 and H200 have enough; GPUs of compute "
+                           "capability 8.6 / 8.9 do not yet)",
+                           ctx->device, optin, smem);
+  return INGOT_STATUS_SUCCESS;
+}
+
 ingot_status check_arch(struct ingot_context *ctx, const char *op) {
   if (ctx->cc_major < 8)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
@@ -981,6 +1004,7 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
   GemmParams p = {};
   fill_operands(p, a, b);
   const Plan pl = make_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
+  if ((st = check_smem(ctx, op, pl.bn))) return st;
   if (workspace_bytes < pl.ws_bytes)
     return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
                            "workspace_bytes: %zu, need %zu", workspace_bytes, pl.ws_bytes);
@@ -1025,6 +1049,7 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
   GemmParams p = {};
   fill_operands(p, a, w);
   const Plan pl = make_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true); // BN = 128
+  if ((st = check_smem(ctx, op, 128))) return st;
   p.k_tiles_per_split = pl.k_tiles_per_split;
   p.splits = 1;
   p.h_val = h->values;

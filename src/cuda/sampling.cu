@@ -897,9 +897,9 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
 }
 
 /* Per-context set-up: the dynamic shared memory limit and the largest
- * cluster the device can co-schedule with it (16 where the non-portable
- * size is supported, else 8; 1 before sm_90). Never fails the context:
- * without clusters the sampling ops cover fewer vocabulary sizes. */
+ * cluster (16, 8, 4 or 2; 1 before sm_90 or without sm_90 code) the device
+ * can co-schedule with it. Never fails the context: without clusters the
+ * sampling ops cover fewer vocabulary sizes. */
 static const char *g_sampling_init_error = "not initialised";
 
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
@@ -926,30 +926,38 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
   }
   g_sampling_init_error = nullptr;
   ctx->sampling_dynamic_smem = limit;
-  if (ctx->cc_major < 9) return;
-  int best = 8;
-  if (cudaFuncSetAttribute(sampling_kernel<kSample>,
+  /* Clusters need the sm_90 code: on a newer GPU that JIT-compiles the
+   * compute_80 PTX, cluster_blocks() is 1 and a row must be one block. */
+  if (ctx->cc_major < 9 || fa.ptxVersion < 90) return;
+  const bool nonportable =
+      cudaFuncSetAttribute(sampling_kernel<kSample>,
                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
       cudaFuncSetAttribute(sampling_kernel<kSoftmax>,
-                           cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
+                           cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+  cudaGetLastError();
+  /* the largest cluster the device co-schedules at full shared memory */
+  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 16;
+    attr.val.clusterDim.x = (unsigned)size;
     attr.val.clusterDim.y = 1;
     attr.val.clusterDim.z = 1;
-    cfg.gridDim = dim3(16);
+    cfg.gridDim = dim3((unsigned)size);
     cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = (size_t)limit;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, sampling_kernel<kSample>, &cfg) == cudaSuccess &&
-        clusters > 0)
-      best = 16;
+    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, sampling_kernel<kSample>, &cfg) ==
+                        cudaSuccess &&
+                    clusters > 0;
+    cudaGetLastError();
+    if (ok) {
+      ctx->sampling_max_cluster = size;
+      return;
+    }
   }
-  cudaGetLastError();
-  ctx->sampling_max_cluster = best;
 }
 
 namespace {
