@@ -15,35 +15,11 @@ Usage: INGOT_LIBRARY=build/libingot.so PYTHONPATH=python python3 bench/torch_nvf
 
 import argparse
 import json
-import statistics
 
 import torch
 
+from gpu_timing import graph_time  # bench/gpu_timing.py (the script's folder)
 import ingot
-
-
-def graph_time(fn, calls=20, replays=30):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / calls)
-    return statistics.median(times)
 
 
 def main():
@@ -86,7 +62,7 @@ def main():
                 hh = torch.nn.functional.gelu(a[:, 0::2], approximate="tanh") * a[:, 1::2]
                 ingot.nvfp4_quantize(ctx, hh, hgs, values=hv2, scales=hsc2)
 
-            tf, tc, ts = graph_time(fused), graph_time(cublas), graph_time(staged)
+            tf, tc, ts = (graph_time(f, replays=30, warm=3) for f in (fused, cublas, staged))
             flops = 2.0 * M * K * 2 * H
             rows.append((M, tf, tc, ts, flops / tf * 1e-6, flops / tc * 1e-6))
             # the fused result against the staged one, as a sanity check

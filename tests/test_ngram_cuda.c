@@ -23,17 +23,10 @@ int main(void) {
 #else
 #include <cuda_runtime_api.h>
 
+#include "test_cuda.h"
+
 static ingot_context_t cpu, gpu, gpu_ref;
 static cudaStream_t stream;
-
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      test_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));          \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
 
 static void *dev_copy(const void *host, size_t bytes) {
   void *d = NULL;

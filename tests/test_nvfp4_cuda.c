@@ -29,6 +29,8 @@ int main(void) {
 #else
 #include <cuda_runtime_api.h>
 
+#include "test_cuda.h"
+
 #include "core/internal.h"
 
 /* Development hook in src/cuda/nvfp4.cu: quantize with an explicit launch
@@ -43,15 +45,6 @@ ingot_status ingot_cuda_nvfp4_quantize_mode(struct ingot_context *ctx,
 
 static ingot_context_t cpu, gpu, gpu_ref;
 static cudaStream_t stream;
-
-#define CUDA_OK(call)                                                            \
-  do {                                                                           \
-    cudaError_t e_ = (call);                                                     \
-    if (e_ != cudaSuccess) {                                                     \
-      test_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
 
 /* ---- two-sided buffers ------------------------------------------------------------ */
 

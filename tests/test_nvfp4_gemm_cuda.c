@@ -50,6 +50,8 @@ int main(void) {
 #else
 #include <cuda_runtime_api.h>
 
+#include "test_cuda.h"
+
 #include "common/nvfp4_ref.h"
 #include "core/internal.h"
 
@@ -63,15 +65,6 @@ ingot_status ingot_cuda_nvfp4_dev_div(struct ingot_context *ctx, const float *n,
 static ingot_context_t cpu, gpu;
 static cudaStream_t stream;
 static int small_only;
-
-#define CUDA_OK(call)                                                            \
-  do {                                                                           \
-    cudaError_t e_ = (call);                                                     \
-    if (e_ != cudaSuccess) {                                                     \
-      test_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
 
 /* ---- NVFP4 matrices on both sides ------------------------------------------------ */
 

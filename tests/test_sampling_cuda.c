@@ -30,20 +30,13 @@ int main(void) {
 
 #include <cuda_runtime_api.h>
 
+#include "test_cuda.h"
+
 #include "core/internal.h" /* to print the kernels' geometry limits */
 
 static ingot_context_t cpu, gpu;
 static cudaStream_t stream;
 static int quick; /* INGOT_TEST_QUICK=1: one pass of the random batches (for compute-sanitizer) */
-
-#define CUDA_OK(call)                                                              \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                       \
-      test_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));   \
-      return 1;                                                                    \
-    }                                                                              \
-  } while (0)
 
 static void *xcalloc(size_t n) {
   void *p = calloc(n ? n : 1, 1);
