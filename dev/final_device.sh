@@ -23,3 +23,6 @@ INGOT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcod
   > $OUT/memcheck_sampling.log 2>&1; echo "memcheck sampling rc $?"; tail -2 $OUT/memcheck_sampling.log
 INGOT_TEST_SMALL=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_nvfp4_gemm_cuda \
   > $OUT/memcheck_gemm.log 2>&1; echo "memcheck gemm rc $?"; tail -2 $OUT/memcheck_gemm.log
+nvcc -O3 -std=c++17 -fmad=false -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc dev/cuda/sampling_math.cu \
+  -o build/sampling_math && timeout 120 build/sampling_math > $OUT/sampling_math.txt 2>&1; echo "sampling_math rc $?"
+cat $OUT/sampling_math.txt

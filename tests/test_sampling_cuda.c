@@ -12,6 +12,9 @@
  *   - the seed's masked rows against a float64 softmax;
  *   - a bad per-row value: token -1 and BAD_PARAMETER on that row only;
  *   - graph capture and replay with new seeds, positions and masks == eager.
+ * Half the random batches pass no top_k / top_p / min_p tensor (and most of
+ * those no top-n output): that is the dense kernel (src/cuda/sampling_dense.cu),
+ * the rest the general one; the fixed-case tests run on both.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -80,6 +83,7 @@ typedef struct batch {
   int64_t num_top;
   uint32_t flags;
   int want_logprobs;
+  int no_filters; /* top_k / top_p / min_p tensors absent (the dense kernel) */
 } batch;
 
 typedef struct result {
@@ -115,6 +119,12 @@ static void set_logit(batch *b, int64_t r, int64_t i, float v) {
     }
     ((uint16_t *)b->logits)[at] = h;
   }
+}
+
+/* No top_k / top_p / min_p tensor at all (rows keep the "off" values). */
+static void set_no_filters(batch *b) {
+  b->no_filters = 1;
+  for (int64_t r = 0; r < b->B; r++) b->top_k[r] = 0, b->top_p[r] = 1.0f, b->min_p[r] = 0.0f;
 }
 
 /* Random batch. kind: 0 mixed, 1 plain (no masks, no NaN), 2 top-k 50 + top-p 0.9. */
@@ -160,6 +170,7 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
     b->top_p[r] = (float[]){1.0f, 1.0f, 0.9f, 0.5f, 0.99f}[test_rand() % 5];
     b->min_p[r] = (float[]){0.0f, 0.0f, 0.05f, 0.3f}[test_rand() % 4];
   }
+  if (kind != 2 && test_rand() % 2) set_no_filters(b);
   if (kind == 0) {
     b->nbanned = (int64_t)(test_rand() % 40);
     b->banned = xcalloc((size_t)(b->nbanned * 2 + 1) * 4);
@@ -240,7 +251,8 @@ static ingot_status run_batch(ingot_context_t c, const batch *b, int softmax, re
                tTlp = ingot_tensor_2d(tlp, INGOT_DTYPE_F32, B, n, n),
                tProbs = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, b->V, b->V);
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
-  prm.temperature = &tT, prm.top_k = &tK, prm.top_p = &tP, prm.min_p = &tM;
+  prm.temperature = &tT;
+  if (!b->no_filters) prm.top_k = &tK, prm.top_p = &tP, prm.min_p = &tM;
   prm.seed = &tS, prm.position = &tPos;
   if (allowed) prm.allowed = &tA;
   if (banned) prm.banned = &tBan;
@@ -342,13 +354,15 @@ static int test_sample_vs_cpu(void) {
       int64_t num_top = (int64_t[]){0, 1, 5, 20, 1024}[test_rand() % 5];
       make_batch(&b, shapes[s][0], shapes[s][1], dts[test_rand() % 3], (int)(test_rand() % 3),
                  num_top);
+      if (b.no_filters && test_rand() % 4) b.num_top = num_top = 0;
       result c, g;
       alloc_result(&c, &b), alloc_result(&g, &b);
       EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
       EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
       char what[96];
-      snprintf(what, sizeof what, "sample B=%lld V=%lld dtype %d top %lld", (long long)b.B,
-               (long long)b.V, (int)b.dtype, (long long)num_top);
+      snprintf(what, sizeof what, "sample B=%lld V=%lld dtype %d top %lld%s", (long long)b.B,
+               (long long)b.V, (int)b.dtype, (long long)num_top,
+               b.no_filters ? " (no filter tensors)" : "");
       compare(&b, &c, &g, &t, what);
       free_result(&c), free_result(&g), free_batch(&b);
     }
@@ -386,7 +400,10 @@ static int test_softmax_vs_cpu(void) {
       if (set_differs && topp) continue; /* a top-p boundary row */
       for (int64_t i = 0; i < b.V; i++) {
         float pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
-        double e = pc > 0 ? fabs((double)pg - (double)pc) / (double)pc : (pg == 0.0f ? 0.0 : 1.0);
+        /* the dense kernel flushes masses below 2^-125 to 0: such a
+         * probability may be 0 on CUDA */
+        double e = pc >= 0x1p-125f ? fabs((double)pg - (double)pc) / (double)pc
+                   : fabs((double)pg - (double)pc) <= 0x1p-125 ? 0.0 : 1.0;
         if (e > worst) worst = e;
         if (e > 2e-6) bad++;
       }
@@ -410,6 +427,7 @@ static int test_seed_rows_vs_float64(void) {
     for (int bi = 0; bi < 3; bi++) {
       batch b;
       make_batch(&b, Bs[bi], Vs[vi], INGOT_DTYPE_F32, 1, 0);
+      if ((vi + bi) % 2) set_no_filters(&b); else b.no_filters = 0;
       int64_t V = b.V;
       int64_t three[3] = {(int64_t)(test_rand() % V), (int64_t)(test_rand() % V),
                           (int64_t)(test_rand() % V)};
@@ -459,9 +477,10 @@ static int test_seed_rows_vs_float64(void) {
   return 0;
 }
 
-static int test_three_ids_always(void) {
+static int three_ids_always(int no_filters) {
   batch b;
   make_batch(&b, 64, 151936, INGOT_DTYPE_BF16, 1, 0);
+  b.no_filters = no_filters;
   int64_t three[3] = {7, 70000, 151935};
   for (int64_t r = 0; r < b.B; r++) {
     b.temperature[r] = 1.5f, b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
@@ -488,9 +507,12 @@ static int test_three_ids_always(void) {
   return 0;
 }
 
-static int test_batch_invariance(void) {
+static int test_three_ids_always(void) { return three_ids_always(0) || three_ids_always(1); }
+
+static int batch_invariance(int no_filters) {
   batch big;
-  make_batch(&big, 64, 151936, INGOT_DTYPE_F32, 0, 8);
+  make_batch(&big, 64, 151936, INGOT_DTYPE_F32, 0, no_filters ? 0 : 8);
+  if (no_filters) set_no_filters(&big); else big.no_filters = 0;
   big.flags = 0;
   big.banned[0] = 37, big.banned[1] = 5; /* at least one list entry for row 37 */
   result g64;
@@ -520,16 +542,29 @@ static int test_batch_invariance(void) {
   EXPECT(memcmp(&g1.lp[0], &g64.lp[37], 4) == 0 && memcmp(&g1.raw_lp[0], &g64.raw_lp[37], 4) == 0,
          "logprobs differ: %.9g %.9g vs %.9g %.9g", (double)g1.lp[0], (double)g1.raw_lp[0], (double)g64.lp[37],
          (double)g64.raw_lp[37]);
-  EXPECT(memcmp(g1.top_ids, g64.top_ids + 37 * 8, 32) == 0 &&
-             memcmp(g1.top_lp, g64.top_lp + 37 * 8, 32) == 0,
+  EXPECT(no_filters || (memcmp(g1.top_ids, g64.top_ids + 37 * 8, 32) == 0 &&
+                         memcmp(g1.top_lp, g64.top_lp + 37 * 8, 32) == 0),
          "top-n differ");
+  if (no_filters) {
+    /* and the softmax of row 37, every probability bit for bit */
+    result p64, p1;
+    alloc_result(&p64, &big), alloc_result(&p1, &one);
+    EXPECT_OK(gpu, run_batch(gpu, &big, 1, &p64));
+    EXPECT_OK(gpu, run_batch(gpu, &one, 1, &p1));
+    EXPECT(memcmp(p1.probs, p64.probs + 37 * big.V, (size_t)big.V * 4) == 0,
+           "softmax of row 37 differs from the row alone");
+    free_result(&p64), free_result(&p1);
+  }
   free(ban), free(bias), free_result(&g1), free_result(&g64), free_batch(&big);
   return 0;
 }
 
-static int test_bad_parameter_row(void) {
+static int test_batch_invariance(void) { return batch_invariance(0) || batch_invariance(1); }
+
+static int bad_parameter_row(int no_filters) {
   batch b;
-  make_batch(&b, 6, 5000, INGOT_DTYPE_F32, 1, 4);
+  make_batch(&b, 6, 5000, INGOT_DTYPE_F32, 1, no_filters ? 0 : 4);
+  if (no_filters) set_no_filters(&b); else b.no_filters = 0;
   result c, g;
   alloc_result(&c, &b), alloc_result(&g, &b);
   EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
@@ -537,7 +572,7 @@ static int test_bad_parameter_row(void) {
     int field;
     float value;
   } cases[] = {{0, -1.0f}, {0, NAN}, {0, INFINITY}, {1, -3.0f}, {2, 0.0f}, {2, 1.5f}, {3, 2.0f}};
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+  for (size_t k = 0; k < (no_filters ? 3 : sizeof cases / sizeof cases[0]); k++) {
     batch bb = b;
     float T = b.temperature[2], P = b.top_p[2], Q = b.min_p[2];
     int32_t K = b.top_k[2];
@@ -558,11 +593,13 @@ static int test_bad_parameter_row(void) {
   return 0;
 }
 
+static int test_bad_parameter_row(void) { return bad_parameter_row(0) || bad_parameter_row(1); }
+
 /* Capture ingot_sample into a graph; replay it with new logits, seeds,
  * positions, temperatures and bitmask written into the captured buffers;
  * each replay must equal an eager call on the same inputs. */
-static int test_graph_replay(void) {
-  const int64_t B = 4, V = 151936, W = (V + 31) / 32, n = 5;
+static int graph_replay(int64_t n) {
+  const int64_t B = 4, V = 151936, W = (V + 31) / 32;
   batch b;
   make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
   b.allowed = xcalloc((size_t)(B * W) * 4);
@@ -584,7 +621,8 @@ static int test_graph_replay(void) {
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
   prm.temperature = &tT, prm.seed = &tS, prm.position = &tP, prm.allowed = &tA;
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
-  lps.token_logprob = &tLp, lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
+  lps.token_logprob = &tLp;
+  if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp; /* n = 0: the dense kernel */
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -611,11 +649,13 @@ static int test_graph_replay(void) {
     float lp[4], tlp[20];
     cudaMemcpy(tok, dTok, sizeof tok, cudaMemcpyDeviceToHost);
     cudaMemcpy(lp, dLp, sizeof lp, cudaMemcpyDeviceToHost);
-    cudaMemcpy(ids, dIds, sizeof ids, cudaMemcpyDeviceToHost);
-    cudaMemcpy(tlp, dTlp, sizeof tlp, cudaMemcpyDeviceToHost);
+    if (n) {
+      cudaMemcpy(ids, dIds, sizeof ids, cudaMemcpyDeviceToHost);
+      cudaMemcpy(tlp, dTlp, sizeof tlp, cudaMemcpyDeviceToHost);
+    }
     /* the same inputs, eagerly (top_k / top_p / min_p absent there too) */
     batch e = b;
-    for (int64_t r = 0; r < B; r++) b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
+    set_no_filters(&e);
     e.want_logprobs = 1;
     result g;
     alloc_result(&g, &e);
@@ -638,6 +678,8 @@ static int test_graph_replay(void) {
   return 0;
 }
 
+static int test_graph_replay(void) { return graph_replay(5) || graph_replay(0); }
+
 int main(void) {
   test_init("test_sampling_cuda");
   quick = getenv("INGOT_TEST_QUICK") != NULL;
@@ -648,8 +690,10 @@ int main(void) {
   }
   if (ingot_context_create(INGOT_BACKEND_CPU, 0, &cpu) != INGOT_OK) return 1;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  printf("  CUDA sampling: up to %d blocks per row (cluster), %d bytes of shared memory each\n",
-         gpu->sampling_max_cluster, gpu->sampling_dynamic_smem);
+  printf("  CUDA sampling: up to %d blocks per row (cluster), %d bytes of shared memory each; "
+         "dense kernel: %d blocks, %d bytes\n",
+         gpu->sampling_max_cluster, gpu->sampling_dynamic_smem, gpu->sampling_dense_cluster,
+         gpu->sampling_dense_smem);
   test_run("sample_vs_cpu", test_sample_vs_cpu);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);

@@ -751,12 +751,21 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * bounded by the device: on an H200 about 800k tokens (400k with the raw
  * outputs of ingot_sample); on pre-Hopper GPUs (one block a row) about
  * 34k (17k) on an A100, so typical LLM vocabularies need sm_90 for now;
- * larger V returns NOT_SUPPORTED before launch. Sums of
- * probabilities are exact 64-bit fixed-point integers (w * 2^F, F =
- * min(62, 63 - ceil(log2 V))) instead of the CPU's double sums: probabilities and
- * log-probabilities agree with the CPU within 2e-6 relative, tokens are
- * identical except at top-p boundaries (see above), and the result does not
- * depend on the batch or the launch geometry.
+ * larger V returns NOT_SUPPORTED before launch. Two kernels:
+ *   - DENSE (the fast one): a call with no top_k, top_p or min_p tensor
+ *     and no top-n output. Pass NULL for an unused filter: a tensor of
+ *     "off" values (0, 1, 0) selects the general kernel, 1.5-2.7x slower.
+ *     Tokens are the CPU's bit for bit (no filter: no mass decides
+ *     anything). Masses use a fast exp (within 3 ulp; a weight e^{s_i}
+ *     below 2^-125 counts as 0, so such a probability is 0) and sums in an
+ *     order fixed by V and the device.
+ *   - GENERAL (filters or top-n): masses are the portable exp summed as
+ *     exact 64-bit fixed-point integers (w * 2^F, F = min(62, 63 -
+ *     ceil(log2 V))); tokens identical to the CPU except at top-p
+ *     boundaries (see above).
+ * Either way probabilities and log-probabilities agree with the CPU within
+ * 2e-6 relative, and a row's result does not depend on the batch, its index
+ * or its neighbours.
  */
 
 /* Bits of the per-row status (row_status outputs). */
@@ -885,8 +894,8 @@ INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx
  *   - with top_k / top_p / min_p: the renormalised filtered distribution;
  *   - T == 0: one-hot on the greedy token; an EMPTY row: all zeros.
  * Each probability is w_i / sum_F w rounded to fp32 (CPU: the sum in
- * double precision; CUDA: the sum in 64-bit fixed point, then w_i times the
- * fp32 reciprocal of the sum, within 2 ulp). row_status: NULL or [B] U32 / I32, OR of
+ * double precision; CUDA: w_i times the fp32 reciprocal of the sum, within
+ * 2e-6 relative; the dense kernel's w_i and sum are described above). row_status: NULL or [B] U32 / I32, OR of
  * INGOT_SAMPLING_ROW_*. Statuses as for ingot_sample. */
 INGOT_API ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *logits,
                                               const ingot_sampling_params *params,

@@ -37,6 +37,8 @@ struct ingot_context {
   uint32_t *device_errors_taken; /* CUDA: where the check reads the word out */
   int sampling_max_cluster;   /* CUDA: blocks per row the sampling kernels may use */
   int sampling_dynamic_smem;  /* CUDA: their dynamic shared memory limit (bytes) */
+  int sampling_dense_cluster; /* CUDA: blocks per row of the dense path (0: unusable) */
+  int sampling_dense_smem;    /* CUDA: its dynamic shared memory limit (bytes) */
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];
 };

@@ -67,4 +67,15 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream);
 
+/* The dense path (src/cuda/sampling_dense.cu): calls without filters. Each
+ * returns 0 when the call is not its to serve, else 1 with the launch's
+ * status in *status. */
+extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
+int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                            const ingot_sampling_output *out, struct CUstream_st *stream,
+                            ingot_status *status);
+int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                      float *probs, int64_t probs_stride, uint32_t *row_status,
+                                      struct CUstream_st *stream, ingot_status *status);
+
 #endif

@@ -33,18 +33,17 @@
  * always holds a token with s = 0, whose key is >= g_min = -2.82, and a key
  * is s + g with g <= 22.88, so s < -26 never wins (rounding included).
  */
-#include <cooperative_groups.h>
-
 #include <climits>
 #include <cmath>
 
 #include "common/sampling_ref.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
-
-namespace cg = cooperative_groups;
+#include "cuda/sampling_common.cuh"
 
 namespace {
+
+using namespace ingot_sampling;
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
@@ -67,55 +66,16 @@ struct Args {
   int keep_raw;              /* the raw logits stay in shared memory too */
 };
 
-/* ---- the cluster (one block before sm_90) ---------------------------------------- */
-
-__device__ __forceinline__ unsigned cluster_rank() {
-#if __CUDA_ARCH__ >= 900
-  return cg::this_cluster().block_rank();
-#else
-  return 0;
-#endif
-}
-
-__device__ __forceinline__ unsigned cluster_blocks() {
-#if __CUDA_ARCH__ >= 900
-  return cg::this_cluster().num_blocks();
-#else
-  return 1;
-#endif
-}
-
 /* Barrier of every thread of the cluster, with release / acquire of shared
  * memory at cluster scope. `phase` counts them: double-buffered exchange
  * slots alternate on its parity, so a slot is rewritten only after every
  * block has passed the barrier that follows its readers. */
 __device__ __forceinline__ void cluster_barrier(int &phase) {
-#if __CUDA_ARCH__ >= 900
-  cg::this_cluster().sync();
-#else
-  __syncthreads();
-#endif
+  cluster_sync();
   phase++;
 }
 
-template <class T>
-__device__ __forceinline__ const T *remote(const T *p, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-  return cg::this_cluster().map_shared_rank(const_cast<T *>(p), rank);
-#else
-  (void)rank;
-  return p;
-#endif
-}
-
 /* ---- values ------------------------------------------------------------------------ */
-
-/* Larger value -> larger key; -0 and +0 share a key (they compare equal). */
-__device__ __forceinline__ uint32_t rank_key(float v) {
-  uint32_t u = __float_as_uint(v);
-  if ((u << 1) == 0) return 0x80000000u;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
 
 /* w = exp(v) (v <= 0) as a fixed-point integer, w * 2^F rounded to nearest:
  * the product by a power of two is exact. */
@@ -219,10 +179,6 @@ struct Shared {
   Pair list[kMaxTop];
   Pair merge[kMaxTop];
 };
-
-/* Block id helpers. */
-__device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
-__device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
 /* Combines one Partial per thread over the whole cluster; every thread gets
  * the result. */
@@ -670,49 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
     return; /* no shared memory was exchanged (the chunk load was local) */
   }
 
-  uint32_t flags = 0;
-  if (in.num_bias > 0 && warp_id() == 0) {
-    /* in list order: lane order within each group of 32 entries */
-    for (int64_t base = 0; base < in.num_bias; base += 32) {
-      const int64_t e = base + lane_id();
-      bool mine = false;
-      int32_t tok = 0;
-      float b = 0.0f;
-      if (e < in.num_bias) {
-        const int32_t *ent = in.bias_ids + e * in.bias_ids_stride;
-        if (ent[0] == r) {
-          tok = ent[1];
-          if (tok < 0 || tok >= V) {
-            flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
-          } else if (tok >= lo && tok < lo + n) {
-            mine = true;
-            b = in.bias_values[e];
-          }
-        }
-      }
-      unsigned todo = __ballot_sync(0xffffffffu, mine);
-      while (todo) {
-        const int src = __ffs(todo) - 1;
-        todo &= todo - 1;
-        if (lane_id() == src) sv[tok - lo] = __fadd_rn(sv[tok - lo], b);
-        __syncwarp();
-      }
-    }
-  }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < in.num_banned; e += kThreads) {
-    const int32_t *ent = in.banned + e * in.banned_stride;
-    if (ent[0] != r) continue;
-    const int32_t tok = ent[1];
-    if (tok < 0 || tok >= V) {
-      flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
-      continue;
-    }
-    if (tok < lo || tok >= lo + n) continue;
-    float old = sv[tok - lo];
-    if (!ingot_f32_finite(old) && old != -INFINITY) flags |= INGOT_SAMPLING_ROW_NAN;
-    sv[tok - lo] = -INFINITY;
-  }
+  uint32_t flags = apply_lists(in, r, lo, n, sv);
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += kThreads) {
     const int64_t i = lo + j;
@@ -903,6 +817,7 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
 static const char *g_sampling_init_error = "not initialised";
 
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
+  ingot_cuda_sampling_dense_init(ctx);
   ctx->sampling_max_cluster = 1;
   ctx->sampling_dynamic_smem = 0;
   int optin = 0;
@@ -1055,6 +970,8 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
+  ingot_status st = INGOT_STATUS_SUCCESS;
+  if (ingot_cuda_sample_dense(ctx, in, out, stream, &st)) return st;
   Args args = {};
   args.in = *in;
   args.out = *out;
@@ -1068,6 +985,9 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          void *workspace, size_t workspace_bytes,
                                          struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
+  ingot_status st = INGOT_STATUS_SUCCESS;
+  if (ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, stream, &st))
+    return st;
   Args args = {};
   args.in = *in;
   args.probs = probs;

@@ -1,0 +1,123 @@
+// Check of src/cuda/sampling_math.cuh on the device (the bounds its comments
+// state, which the dense sampling kernel relies on):
+//   1. div_exact == __fdiv_rn bit for bit: every fp32 a against 16 typical
+//      temperatures, and 2^36 random (a, b) pairs, b over [2^-40, 2^40];
+//   2. fast_exp: every fp32 x in [-105, 0] against exp in double, worst error
+//      in ulps of the result (0 allowed below 2^-125);
+//   3. gumbel_approx: every uniform the generator can make, worst absolute
+//      difference from ingot_sampling_ref_gumbel_of.
+// Standalone (from the repository root):
+//   nvcc -O3 -std=c++17 -fmad=false -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
+//     dev/cuda/sampling_math.cu -o /tmp/sm && /tmp/sm
+#include <cstdio>
+#include <cmath>
+
+#include "cuda/sampling_math.cuh"
+
+using namespace ingot_sampling;
+
+__device__ unsigned long long g_div_bad, g_div_total;
+__device__ unsigned int g_exp_ulps_x1000, g_gumbel_err_x1e9;
+
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+__device__ void check_div(float a, float b, unsigned long long &bad) {
+  const float want = __fdiv_rn(a, b);
+  const float got = div_exact(a, divisor_of(b));
+  if (__float_as_uint(want) != __float_as_uint(got) && !(want != want && got != got)) bad++;
+}
+
+__global__ void div_all_a(const float *temps, int nt) {
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < (1ull << 32);
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    const float a = __uint_as_float((uint32_t)i);
+    for (int t = 0; t < nt; t++) check_div(a, temps[t], bad);
+  }
+  atomicAdd(&g_div_bad, bad);
+  atomicAdd(&g_div_total, 0ull);
+}
+
+__global__ void div_random(uint64_t pairs) {
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < pairs;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    const uint64_t h = mix(i + 0x9e3779b97f4a7c15ull);
+    const float a = __uint_as_float((uint32_t)h);
+    /* b > 0 with exponent in [2^-40, 2^40] */
+    const uint32_t be = 127 - 40 + (uint32_t)((h >> 32) % 81);
+    const float b = __uint_as_float((be << 23) | ((uint32_t)(h >> 40) & 0x7fffffu));
+    check_div(a, b, bad);
+  }
+  atomicAdd(&g_div_bad, bad);
+}
+
+__global__ void exp_all() {
+  unsigned int worst = 0;
+  /* x = -0 .. -105: the bit patterns 0x80000000 .. bits(-105) */
+  const uint32_t hi = __float_as_uint(-105.0f);
+  for (uint32_t u = 0x80000000u + blockIdx.x * blockDim.x + threadIdx.x; u <= hi;
+       u += gridDim.x * blockDim.x) {
+    const float x = __uint_as_float(u);
+    const double want = exp((double)x);
+    const float got = fast_exp(x);
+    /* below 2^-125 the result may be 0 by design; a nonzero one must be close */
+    const double err = got == 0.0f && want < 2.350988701644575e-38
+                           ? 0.0
+                           : fabs((double)got - want) / ldexp(1.0, ilogb(want) - 23);
+    const unsigned int e = (unsigned int)fmin(err * 1000.0, 4e9);
+    if (e > worst) worst = e;
+  }
+  atomicMax(&g_exp_ulps_x1000, worst);
+}
+
+__global__ void gumbel_all() {
+  unsigned int worst = 0;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < 33u << 23;
+       i += gridDim.x * blockDim.x) {
+    const uint32_t z = i >> 23, m = i & 0x7fffffu;
+    const float u = __uint_as_float(((126u - z) << 23) | m);
+    if (u >= 1.0f - 5.9604645e-8f) continue; /* the generator's u <= 1 - 2^-24 */
+    const float exact = ingot_sampling_ref_gumbel_of(u);
+    const float approx = gumbel_approx(u);
+    const double err = fabs((double)exact - (double)approx);
+    const unsigned int e = (unsigned int)fmin(err * 1e9, 4e9);
+    if (e > worst) worst = e;
+  }
+  atomicMax(&g_gumbel_err_x1e9, worst);
+}
+
+int main() {
+  const float temps[16] = {1.0f, 0.8f, 0.7f, 0.6f, 0.5f, 0.3f, 0.1f, 1.5f,
+                           2.0f, 1.3f, 0.95f, 0.05f, 1e-3f, 7.0f, 0.333f, 1.1f};
+  float *dt;
+  cudaMalloc(&dt, sizeof temps);
+  cudaMemcpy(dt, temps, sizeof temps, cudaMemcpyHostToDevice);
+  unsigned long long bad = 0;
+  div_all_a<<<2048, 256>>>(dt, 16);
+  cudaMemcpyFromSymbol(&bad, g_div_bad, sizeof bad);
+  printf("div_exact vs __fdiv_rn, every fp32 a x 16 temperatures: %llu differ\n", bad);
+  const uint64_t pairs = 1ull << 36;
+  div_random<<<4096, 256>>>(pairs);
+  unsigned long long bad2 = 0;
+  cudaMemcpyFromSymbol(&bad2, g_div_bad, sizeof bad2);
+  printf("div_exact vs __fdiv_rn, 2^36 random pairs (b in [2^-40, 2^40]): %llu differ\n",
+         bad2 - bad);
+  exp_all<<<2048, 256>>>();
+  unsigned int ulps = 0;
+  cudaMemcpyFromSymbol(&ulps, g_exp_ulps_x1000, sizeof ulps);
+  printf("fast_exp over every fp32 in [-105, 0]: worst error %.3f ulp\n", ulps / 1000.0);
+  gumbel_all<<<2048, 256>>>();
+  unsigned int gerr = 0;
+  cudaMemcpyFromSymbol(&gerr, g_gumbel_err_x1e9, sizeof gerr);
+  printf("gumbel_approx over every generator uniform: worst |error| %.3g\n", gerr / 1e9);
+  cudaError_t e = cudaDeviceSynchronize();
+  printf("%s\n", cudaGetErrorString(e));
+  return e != cudaSuccess || bad || bad2 != bad || ulps > 3000 || gerr > 20000;
+}

@@ -1,0 +1,698 @@
+/*
+ * Sampling, CUDA backend: the DENSE path. ingot_sampling_softmax and
+ * ingot_sample when no filter is asked for (no top_k, top_p or min_p
+ * tensor, no top-n output): masks, bias, bans, temperature, greedy, the
+ * Gumbel-max draw and the drawn token's two log-probabilities. That is the
+ * common decode step, and it needs neither radix selects nor fixed-point
+ * masses, so this kernel is the lean one; src/cuda/sampling.cu keeps the
+ * general kernel for the filters. The rules are the Sampling section of
+ * include/ingot/ingot.h.
+ *
+ * Shape. ONE launch; a row is processed by a cluster of C blocks (C depends
+ * on V and the device, never on B), block b holding the row's tokens
+ * [b * chunk, (b + 1) * chunk) in shared memory, so the logits are read once
+ * and the probabilities written once. Block: 16 warps, warp w owns the
+ * contiguous tokens [w * chunk / 16, (w + 1) * chunk / 16) of the block;
+ * the whole chunk is copied in with cp.async, every copy in flight at once.
+ * Two cluster reductions: (max, argmax, flags, the raw distribution's max
+ * and sum) after the load, then (mass, best key).
+ *
+ * What is exact and what is within a tolerance:
+ *   - s_i = (l_i - m) / T and the draw keys s_i + g_i are the reference's
+ *     single IEEE operations (src/common/sampling_ref.h), so the drawn token
+ *     is the CPU's, bit for bit, always (no filter, no mass-dependent
+ *     decision);
+ *   - the masses (probabilities, log-probabilities) use an FMA exp within
+ *     3 ulp (not the portable one; masses below 2^-125 are 0) and sums in a
+ *     fixed order that depends only on V and C: deterministic and
+ *     batch-invariant, within 1e-6 of the CPU's double sums.
+ * s_i costs three FMA-pipe operations: the division by T reuses one
+ * reciprocal (div_fast, exact; dev/cuda/sampling_math.cu checks it).
+ *
+ * The draw evaluates the exact Gumbel noise (two portable logs) only where
+ * it can matter. L0 = the exact key of the argmax token (s = 0) bounds the
+ * winning key from below. A token whose s < L0 - 22.9 cannot reach it
+ * (g <= 33 ln 2 < 22.9) and is skipped before its Philox call. For the
+ * others, the uniform's noise is first approximated with the hardware log2
+ * (error < 2e-5, see gumbel_approx); only a token whose approximate key is
+ * within kApproxSlack = 1e-3 of the best key known (L0 or the thread's own
+ * exact best) gets its exact key.
+ */
+#include <climits>
+#include <cmath>
+
+#include "common/sampling_ref.h"
+#include "cuda/common.cuh"
+#include "cuda/cuda.cuh"
+#include "cuda/sampling_common.cuh"
+#include "cuda/sampling_math.cuh"
+
+namespace {
+
+using namespace ingot_sampling;
+
+constexpr int kDenseThreads = 512;
+constexpr int kDenseWarps = kDenseThreads / 32;
+constexpr int kChunkUnit = 512;          /* tokens per block: a multiple of this */
+constexpr int kMinTokensPerBlock = 4096; /* fewer blocks for small V */
+constexpr float kGumbelMax = 22.9f;      /* g <= -log(2^-33) = 22.87 */
+constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
+
+enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
+
+struct DenseArgs {
+  ingot_sampling_input in;
+  ingot_sampling_output out; /* sample */
+  float *probs;              /* softmax */
+  int64_t probs_stride;
+  uint32_t *row_status; /* NULL: not written */
+  int chunk;            /* tokens per block, a multiple of kChunkUnit */
+};
+
+/* The sum of four values in a fixed order, widened. */
+__device__ __forceinline__ double sum4(float a, float b, float c, float d) {
+  return (double)__fadd_rn(__fadd_rn(a, b), __fadd_rn(c, d));
+}
+
+/* ---- reductions over the cluster --------------------------------------------------- */
+
+template <class S>
+__device__ __forceinline__ S shfl_xor(const S &v, int offset) {
+  constexpr int kWords = (int)((sizeof(S) + 3) / 4);
+  union U {
+    S s;
+    uint32_t w[kWords];
+  };
+  U a, b;
+  a.s = v;
+#pragma unroll
+  for (int i = 0; i < kWords; i++) b.w[i] = __shfl_xor_sync(0xffffffffu, a.w[i], offset);
+  return b.s;
+}
+
+/* After the load: the argmax (value key << 32 | ~id, 0 when nothing is
+ * allowed), the flags, and the raw distribution as (max, sum of
+ * e^((x - max) / T')). */
+struct LoadStats {
+  unsigned long long best;
+  double raw_sum;
+  float raw_max;
+  uint32_t flags;
+};
+
+/* After the values: the mass of the final set and the best draw key. */
+struct DrawStats {
+  double mass;
+  unsigned long long best;
+};
+
+__device__ __forceinline__ unsigned long long best_key(float v, int32_t id) {
+  return ((unsigned long long)rank_key(v) << 32) | (uint32_t)~(uint32_t)id;
+}
+
+__device__ __forceinline__ int32_t best_id(unsigned long long k) { return (int32_t)~(uint32_t)k; }
+
+__device__ __forceinline__ float best_value(unsigned long long k) {
+  const uint32_t key = (uint32_t)(k >> 32);
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+/* e^((m - to) / T), 0 for m = -Inf (to >= m, finite). */
+__device__ __forceinline__ double raw_scale(float m, float to, const Divisor &T) {
+  return m == -INFINITY ? 0.0 : (double)fast_exp(div_exact(__fsub_rn(m, to), T));
+}
+
+struct CombineLoad {
+  Divisor raw_t;
+  bool raw; /* the raw distribution is wanted */
+  __device__ void operator()(LoadStats &a, const LoadStats &b) const {
+    a.best = a.best > b.best ? a.best : b.best;
+    a.flags |= b.flags;
+    if (!raw) return;
+    const float m = fmaxf(a.raw_max, b.raw_max);
+    if (m != -INFINITY)
+      a.raw_sum = a.raw_sum * raw_scale(a.raw_max, m, raw_t) +
+                  b.raw_sum * raw_scale(b.raw_max, m, raw_t);
+    a.raw_max = m;
+  }
+};
+
+struct CombineDraw {
+  __device__ void operator()(DrawStats &a, const DrawStats &b) const {
+    a.mass += b.mass;
+    a.best = a.best > b.best ? a.best : b.best;
+  }
+};
+
+/* Combines one S per thread over the cluster in a fixed order (a butterfly
+ * in each warp, then over the warps, then over the blocks in rank order),
+ * so every block gets the same bits whatever the batch. `slot` is this
+ * block's published value (read by the other blocks after the cluster
+ * barrier: a different slot for each reduction of a launch). */
+template <class S, class Combine>
+__device__ S cluster_reduce(S v, const S &identity, Combine combine, S *warp_part, S *slot,
+                            S *result) {
+  const int lane = lane_id(), warp = warp_id();
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) combine(v, shfl_xor(v, o));
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    S x = lane < kDenseWarps ? warp_part[lane] : identity;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) combine(x, shfl_xor(x, o));
+    if (lane == 0) *slot = x;
+  }
+  cluster_sync();
+  if (warp == 0) {
+    S y = (unsigned)lane < cluster_blocks() ? *remote(slot, (unsigned)lane) : identity;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) combine(y, shfl_xor(y, o));
+    if (lane == 0) *result = y;
+  }
+  __syncthreads();
+  return *result;
+}
+
+/* ---- loads ------------------------------------------------------------------------- */
+
+/* Tokens j .. j + 3 of the block (j a multiple of 4) as fp32, -Inf past n.
+ * `vec`: the block's first token is 16-byte (f32) / 8-byte aligned. */
+__device__ __forceinline__ void load4(const void *base, ingot_dtype dtype, bool vec, int j, int n,
+                                      float x[4]) {
+  if (vec && j + 3 < n) {
+    if (dtype == INGOT_DTYPE_F32) {
+      const float4 q = __ldg(reinterpret_cast<const float4 *>(base) + (j >> 2));
+      x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+    } else {
+      const uint2 q = __ldg(reinterpret_cast<const uint2 *>(base) + (j >> 2));
+      const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+        x[e] = dtype == INGOT_DTYPE_BF16 ? ingot_bf16_to_f32(h) : ingot_f16_to_f32(h);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++)
+    x[e] = j + e < n ? ingot_sampling_load(base, dtype, j + e) : -INFINITY;
+}
+
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void *dst, const void *src) {
+  const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(kBytes)
+               : "memory");
+}
+
+/* Tokens j .. j + 3 as fp32: from the copy in shared memory where the load
+ * went there (see the kernel), else from the row. */
+__device__ __forceinline__ void fetch4(ingot_dtype dtype, const void *row, const float *sv,
+                                       const uint16_t *stage16, bool vec, int j, int n,
+                                       float x[4]) {
+  if (!vec || j + 3 >= n) {
+    load4(row, dtype, vec, j, n, x);
+  } else if (dtype == INGOT_DTYPE_F32) {
+    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+    x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+  } else {
+    const uint2 q = *reinterpret_cast<const uint2 *>(stage16 + j);
+    const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+      x[e] = dtype == INGOT_DTYPE_BF16 ? ingot_bf16_to_f32(h) : ingot_f16_to_f32(h);
+    }
+  }
+}
+
+/* The online raw distribution of this thread: (max, sum e^((x - max) / T))
+ * over its finite raw logits, four at a time. */
+__device__ __forceinline__ void raw_add(const float x[4], const Divisor &T, float &rm,
+                                        double &rs) {
+  float f[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) f[e] = ingot_f32_finite(x[e]) ? x[e] : -INFINITY;
+  const float m4 = fmaxf(fmaxf(f[0], f[1]), fmaxf(f[2], f[3]));
+  if (m4 > rm) {
+    rs *= raw_scale(rm, m4, T);
+    rm = m4;
+  }
+  if (rm == -INFINITY) return;
+  float w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++)
+    w[e] = f[e] == -INFINITY ? 0.0f : fast_exp(div_exact(__fsub_rn(f[e], rm), T));
+  rs += sum4(w[0], w[1], w[2], w[3]);
+}
+
+/* d = (v - m) / T for four values, -Inf for masked ones (v = -Inf). One
+ * range check for the four (div_exact's, hoisted): the common case is three
+ * FMA-pipe operations a value. */
+__device__ __forceinline__ void scaled4(const float v[4], float m, const Divisor &T, float d[4]) {
+  float a[4];
+  float lo_abs = INFINITY, hi_abs = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    a[e] = v[e] == -INFINITY ? -1.0f : __fsub_rn(v[e], m);
+    lo_abs = fminf(lo_abs, fabsf(a[e]));
+    hi_abs = fmaxf(hi_abs, fabsf(a[e]));
+  }
+  const bool fast = T.fast && lo_abs >= 8.67361738e-19f /* 2^-60 */ &&
+                    hi_abs < 1.23794004e27f /* 2^90 */;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const float q = fast ? div_fast(a[e], T) : div_exact(a[e], T);
+    d[e] = v[e] == -INFINITY ? -INFINITY : q;
+  }
+}
+
+/* ---- the kernel -------------------------------------------------------------------- */
+
+/* Blocks per SM the registers must allow: the softmax's 64 KB rows fit three
+ * (V = 262144), the sample's row and candidate list two. */
+template <int kMode, int kDtype>
+__global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
+    dense_kernel(const DenseArgs a) {
+  constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
+  constexpr bool f32 = dtype == INGOT_DTYPE_F32;
+  /* dynamic shared memory (dense_smem_bytes): the block's values sv
+   * [chunk] f32; for 16-bit logits or a sample, stage16 [chunk] u16, the
+   * 16-bit logits as loaded, later the draw's candidates (offsets in the
+   * block, per warp); the bitmask words [chunk / 32] */
+  extern __shared__ float4 dense_smem[];
+  float *sv = reinterpret_cast<float *>(dense_smem);
+  uint16_t *stage16 = reinterpret_cast<uint16_t *>(sv + a.chunk);
+  uint16_t *cand = stage16;
+  uint32_t *swords = reinterpret_cast<uint32_t *>(
+      stage16 + (kMode == kDenseSample || !f32 ? a.chunk : 0));
+  __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
+  __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
+
+  const ingot_sampling_input &in = a.in;
+  const unsigned csize = cluster_blocks(), crank = cluster_rank();
+  const int64_t r = blockIdx.x / csize;
+  const int64_t V = in.vocab;
+  const int64_t lo = (int64_t)crank * a.chunk;
+  const int n = (int)(V - lo < a.chunk ? (V - lo > 0 ? V - lo : 0) : a.chunk);
+  const int lane = lane_id(), warp = warp_id();
+  const int region = a.chunk / kDenseWarps; /* tokens of a warp, a multiple of 32 */
+  const int wlo = warp * region;
+  const int wend = wlo + region;
+  const bool rank0 = crank == 0;
+  constexpr size_t esize = f32 ? 4 : 2;
+  const void *row =
+      static_cast<const char *>(in.logits) + (size_t)(r * in.logits_stride + lo) * esize;
+  const bool vec = (reinterpret_cast<uintptr_t>(row) & (esize == 4 ? 15u : 7u)) == 0;
+  /* tokens below jfull come from the shared-memory copy (whole groups of 4) */
+  const int jfull = vec ? (n & ~3) : 0;
+  const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
+  const bool want_mass = kMode == kDenseSoftmax || a.out.token_logprob;
+
+  const float T = in.temperature ? in.temperature[r] : 1.0f;
+  if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
+    /* no value is read on the host: the rule is applied here */
+    if (rank0 && threadIdx.x == 0) {
+      if (a.row_status) a.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
+      if (kMode == kDenseSample) {
+        a.out.tokens[r] = -1;
+        if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
+        if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
+      }
+    }
+    if (kMode == kDenseSoftmax)
+      for (int j = threadIdx.x; j < n; j += kDenseThreads)
+        a.probs[r * a.probs_stride + lo + j] = 0.0f;
+    return; /* uniform over the cluster: nothing was exchanged */
+  }
+  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);
+
+  /* ---- 1. load, bias, bans, NaN / bitmask; argmax, flags, raw stats ---- */
+  /* Every 16-byte (f32) / 8-byte (16-bit) group of the block's logits and
+   * its bitmask words are copied to shared memory asynchronously, all in
+   * flight at once; a thread later reads only the groups it copied (no
+   * barrier for those), and the words after the block barrier. Unaligned
+   * rows and the row's last partial group are loaded directly. */
+  const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
+  for (int j = wlo + 4 * lane; j < wend && j < jfull; j += 128) {
+    if (f32)
+      cp_async<16>(sv + j, static_cast<const float *>(row) + j);
+    else
+      cp_async<8>(stage16 + j, static_cast<const uint16_t *>(row) + j);
+  }
+  if (words)
+    for (int w = threadIdx.x; w < (n + 31) / 32; w += kDenseThreads)
+      cp_async<4>(swords + w, words + w);
+  asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  const bool lists = in.num_bias > 0 || in.num_banned > 0;
+  uint32_t flags = 0;
+  float rm = -INFINITY;
+  double rs = 0.0;
+  if (lists) {
+    /* the lists touch any token: the raw logits as fp32 first */
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      float x[4];
+      fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+      if (want_raw) raw_add(x, raw_t, rm, rs);
+      *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+    __syncthreads();
+    flags = apply_lists(in, r, lo, n, sv);
+    __syncthreads();
+  }
+  float bm = -INFINITY;
+  int32_t bid = INT_MAX;
+  bool nan = false;
+  for (int j = wlo + 4 * lane; j < wend; j += 128) {
+    float x[4];
+    if (lists) {
+      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+      x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+    } else {
+      fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+      if (want_raw) raw_add(x, raw_t, rm, rs);
+    }
+    const uint32_t bits = words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float v = x[e];
+      const bool below_inf = v < INFINITY; /* false for NaN and +Inf */
+      nan |= !below_inf;
+      x[e] = below_inf && v > -INFINITY && ((bits >> e) & 1u) ? v : -INFINITY;
+      if (x[e] > bm) { /* ids ascend: the first maximum stays */
+        bm = x[e];
+        bid = (int32_t)(lo + j + e);
+      }
+    }
+    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+  }
+  if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
+  LoadStats mine;
+  mine.best = bm == -INFINITY ? 0ull : best_key(bm, bid);
+  mine.raw_sum = rs;
+  mine.raw_max = rm;
+  mine.flags = flags;
+  const LoadStats identity1 = {0ull, 0.0, -INFINITY, 0u};
+  const LoadStats st = cluster_reduce(mine, identity1, CombineLoad{raw_t, want_raw}, load_part,
+                                      &load_slot, &load_result);
+  flags = st.flags;
+  const bool empty = st.best == 0;
+  if (empty) flags |= INGOT_SAMPLING_ROW_EMPTY;
+  const float m = empty ? 0.0f : best_value(st.best);
+  const int32_t argmax = empty ? -1 : best_id(st.best);
+
+  /* ---- 2. s_i, the mass and (sample) the draw ---- */
+  const bool soft = !empty && T > 0.0f;
+  double mass = 0.0;
+  int32_t token = argmax; /* greedy, or -1 */
+  const Divisor div_t = divisor_of(soft ? T : 1.0f);
+  if (kMode == kDenseSoftmax && soft) {
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+      float x[4] = {q.x, q.y, q.z, q.w};
+      float d[4];
+      scaled4(x, m, div_t, d);
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[e] = fast_exp(d[e]); /* -Inf gives 0 */
+      mass += sum4(x[0], x[1], x[2], x[3]);
+      *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+  }
+  if (kMode == kDenseSample && soft) {
+    const uint64_t seed = in.seed ? in.seed[r] : 0;
+    const uint64_t position = in.position ? in.position[r] : 0;
+    /* the argmax token's key: s = 0, so the key is its noise exactly */
+    const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
+    const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
+    int count = 0; /* this warp's candidates (warp-uniform) */
+    const unsigned below = (1u << lane) - 1u;
+    for (int j0 = wlo; j0 < wend; j0 += 128) { /* warp-uniform trip count */
+      const int j = j0 + 4 * lane;
+      float s[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+      if (j < wend) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        const float v[4] = {q.x, q.y, q.z, q.w};
+        scaled4(v, m, div_t, s);
+        *reinterpret_cast<float4 *>(sv + j) = make_float4(s[0], s[1], s[2], s[3]);
+        if (want_mass) mass += sum4(fast_exp(s[0]), fast_exp(s[1]), fast_exp(s[2]), fast_exp(s[3]));
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const bool c = s[e] >= cut;
+        const unsigned ballot = __ballot_sync(0xffffffffu, c);
+        if (c) cand[wlo + count + __popc(ballot & below)] = (uint16_t)(j + e);
+        count += __popc(ballot);
+      }
+    }
+    __syncwarp();
+    float best = -INFINITY;
+    int32_t best_tok = INT_MAX;
+    for (int i = lane; i < count; i += 32) {
+      const int j = cand[wlo + i];
+      const float s = sv[j];
+      const int32_t id = (int32_t)(lo + j);
+      const float u = ingot_sampling_ref_uniform(seed, position, (uint32_t)id);
+      const float approx = __fadd_rn(s, gumbel_approx(u));
+      if (approx < __fsub_rn(fmaxf(l0, best), kApproxSlack)) continue;
+      const float key = __fadd_rn(s, ingot_sampling_ref_gumbel_of(u));
+      if (key > best || (key == best && id < best_tok)) {
+        best = key;
+        best_tok = id;
+      }
+    }
+    DrawStats d;
+    d.mass = mass;
+    d.best = best == -INFINITY ? 0ull : best_key(best, best_tok);
+    const DrawStats identity2 = {0.0, 0ull};
+    const DrawStats fin =
+        cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result);
+    mass = fin.mass;
+    token = best_id(fin.best);
+  } else if (kMode == kDenseSoftmax && soft) {
+    DrawStats d;
+    d.mass = mass;
+    d.best = 0;
+    const DrawStats identity2 = {0.0, 0ull};
+    mass = cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result).mass;
+  }
+
+  /* ---- 3. outputs ---- */
+  if (rank0 && threadIdx.x == 0 && a.row_status) a.row_status[r] = flags;
+  if (kMode == kDenseSoftmax) {
+    /* p = w * fp32(1 / Z); one-hot for greedy; zeros for an empty row */
+    const float inv_z = soft ? (float)(1.0 / mass) : 0.0f;
+    float *prow = a.probs + r * a.probs_stride + lo;
+    const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      if (j >= n) break;
+      float p[4];
+      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+      const float w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        p[e] = soft ? __fmul_rn(w[e], inv_z) : (lo + j + e == token ? 1.0f : 0.0f);
+      if (pvec && j + 3 < n) {
+        *reinterpret_cast<float4 *>(prow + j) = make_float4(p[0], p[1], p[2], p[3]);
+      } else {
+        for (int e = 0; e < 4 && j + e < n; e++) prow[j + e] = p[e];
+      }
+    }
+  } else {
+    const ingot_sampling_output &o = a.out;
+    if (rank0 && threadIdx.x == 0) {
+      o.tokens[r] = token;
+      if (token < 0) {
+        if (o.token_logprob) o.token_logprob[r] = -INFINITY;
+        if (o.token_raw_logprob) o.token_raw_logprob[r] = -INFINITY;
+      }
+    }
+    if (token >= lo && token < lo + n && threadIdx.x == 0) {
+      if (o.token_logprob)
+        o.token_logprob[r] = T > 0.0f ? (float)((double)sv[token - lo] - log(mass)) : 0.0f;
+      if (o.token_raw_logprob) {
+        /* the drawn token is allowed, so its raw logit is finite */
+        const float x = ingot_sampling_load(row, dtype, token - lo);
+        const float v = div_exact(__fsub_rn(x, st.raw_max), raw_t);
+        o.token_raw_logprob[r] = (float)((double)v - log(st.raw_sum));
+      }
+    }
+  }
+  /* the slots were read remotely; their readers are done (the values were
+   * used), so no memory ordering is needed: a relaxed arrive */
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::
+                   : "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+/* The kernel's dynamic shared memory (its layout is in the kernel). */
+size_t dense_smem_bytes(int mode, ingot_dtype dtype, int chunk) {
+  const bool stage16 = mode == kDenseSample || dtype != INGOT_DTYPE_F32;
+  return (size_t)chunk * (stage16 ? 6 : 4) + (size_t)chunk / 8;
+}
+
+}  // namespace
+
+/* ---- host side ---------------------------------------------------------------------- */
+
+namespace {
+
+typedef void (*DenseKernel)(const DenseArgs);
+
+template <int kMode>
+DenseKernel dense_kernel_for(ingot_dtype dtype) {
+  switch (dtype) {
+    case INGOT_DTYPE_BF16: return dense_kernel<kMode, INGOT_DTYPE_BF16>;
+    case INGOT_DTYPE_F16: return dense_kernel<kMode, INGOT_DTYPE_F16>;
+    default: return dense_kernel<kMode, INGOT_DTYPE_F32>;
+  }
+}
+
+const ingot_dtype kDenseDtypes[3] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
+
+/* Sets an attribute on all six instantiations. */
+cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
+  for (ingot_dtype d : kDenseDtypes) {
+    cudaError_t e = cudaFuncSetAttribute(dense_kernel_for<kDenseSample>(d), attr, value);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSoftmax>(d), attr, value);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+/* Per-context set-up: the dynamic shared memory limit of the dense kernels
+ * and the cluster size they use (16 where the device co-schedules it, 8,
+ * ...; 1 before sm_90 or without sm_90 code). Never fails the context: the
+ * general kernel then serves every call. */
+extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
+  ctx->sampling_dense_cluster = 0;
+  ctx->sampling_dense_smem = 0;
+  int optin = 0;
+  cudaFuncAttributes fa;
+  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                         ctx->device);
+  if (e == cudaSuccess)
+    e = cudaFuncGetAttributes(&fa, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32));
+  /* two blocks a SM when the row fits that way, else one */
+  const int limit = e == cudaSuccess ? optin - (int)fa.sharedSizeBytes - 1024 : 0;
+  if (e == cudaSuccess && limit > 0)
+    e = set_dense_attribute(cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+  if (e != cudaSuccess || limit <= 0) {
+    cudaGetLastError();
+    return;
+  }
+  ctx->sampling_dense_smem = limit;
+  ctx->sampling_dense_cluster = 1;
+  if (ctx->cc_major < 9 || fa.ptxVersion < 90) return;
+  const bool nonportable =
+      set_dense_attribute(cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+  cudaGetLastError();
+  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = (unsigned)size;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)size);
+    cfg.blockDim = dim3(kDenseThreads);
+    cfg.dynamicSmemBytes = (size_t)limit;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    const bool ok = cudaOccupancyMaxActiveClusters(
+                        &clusters, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32), &cfg) ==
+                        cudaSuccess &&
+                    clusters > 0;
+    cudaGetLastError();
+    if (ok) {
+      ctx->sampling_dense_cluster = size;
+      return;
+    }
+  }
+}
+
+namespace {
+
+/* Blocks per row and tokens per block: a function of V and the device only
+ * (the sums' order, so the results, must not depend on the batch). */
+void dense_geometry(const struct ingot_context *ctx, int64_t vocab, int *cluster, int *chunk) {
+  int64_t c = (vocab + kMinTokensPerBlock - 1) / kMinTokensPerBlock;
+  if (c > ctx->sampling_dense_cluster) c = ctx->sampling_dense_cluster;
+  if (c < 1) c = 1;
+  const int64_t per = (vocab + c - 1) / c;
+  const int64_t ch = (per + kChunkUnit - 1) / kChunkUnit * kChunkUnit;
+  *cluster = (int)c;
+  *chunk = ch > INT_MAX ? INT_MAX : (int)ch;
+}
+
+template <int kMode>
+bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in) {
+  if (ctx->sampling_dense_cluster < 1 || in->top_k || in->top_p || in->min_p) return false;
+  int c, chunk;
+  dense_geometry(ctx, in->vocab, &c, &chunk);
+  return chunk <= 65536 &&
+         dense_smem_bytes(kMode, in->dtype, chunk) <= (size_t)ctx->sampling_dense_smem &&
+         in->batch * c <= INT_MAX;
+}
+
+template <int kMode>
+ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &args,
+                          cudaStream_t stream) {
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  int c, chunk;
+  dense_geometry(ctx, args.in.vocab, &c, &chunk);
+  args.chunk = chunk;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr;
+  cfg.gridDim = dim3((unsigned)(args.in.batch * c));
+  cfg.blockDim = dim3(kDenseThreads);
+  cfg.dynamicSmemBytes = dense_smem_bytes(kMode, args.in.dtype, chunk);
+  cfg.stream = stream;
+  if (c > 1) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = (unsigned)c;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  INGOT_CUDA_TRY(ctx, op,
+                 cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));
+  return ingot_cuda_check_launch(ctx, op);
+}
+
+}  // namespace
+
+int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                            const ingot_sampling_output *out, struct CUstream_st *stream,
+                            ingot_status *status) {
+  if (out->num_top > 0 || !dense_fits<kDenseSample>(ctx, in)) return 0;
+  DenseArgs args = {};
+  args.in = *in;
+  args.out = *out;
+  args.row_status = out->row_status;
+  *status = dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
+  return 1;
+}
+
+int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                      float *probs, int64_t probs_stride, uint32_t *row_status,
+                                      struct CUstream_st *stream, ingot_status *status) {
+  if (!dense_fits<kDenseSoftmax>(ctx, in)) return 0;
+  DenseArgs args = {};
+  args.in = *in;
+  args.probs = probs;
+  args.probs_stride = probs_stride;
+  args.row_status = row_status;
+  *status = dense_launch<kDenseSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
+  return 1;
+}

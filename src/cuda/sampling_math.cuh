@@ -1,0 +1,91 @@
+/*
+ * Fast fp32 arithmetic of the dense sampling kernel (src/cuda/sampling_dense.cu),
+ * each with its error bound: an exp for the masses, an exact division by a
+ * row constant, and an approximate Gumbel noise used only to decide which
+ * tokens need the exact one. dev/cuda/sampling_math.cu checks all three on
+ * the device against __fdiv_rn, double precision and the portable reference.
+ */
+#ifndef INGOT_CUDA_SAMPLING_MATH_CUH
+#define INGOT_CUDA_SAMPLING_MATH_CUH
+
+#include <cstdint>
+
+#include "common/sampling_ref.h"
+
+namespace ingot_sampling {
+
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float lg2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* e^x for x <= 0 within 3 ulp while the result is a normal float >= 2^-125
+ * (x >= -86.6); below that (and for -Inf) 0: these masses are ~1e-38 of
+ * the maximum's and no caller needs them. x = k ln2 + r (Cody-Waite with
+ * FMA, |r| <= ln2 / 2), e^r by the hardware 2^x on r log2 e (a result in
+ * [0.7, 1.42]), times 2^k by an exponent add. */
+__device__ __forceinline__ float fast_exp(float x) {
+  x = fmaxf(x, -105.0f); /* keeps the integer trick below in range */
+  /* round(x log2 e) as the low bits of a float near 1.5 * 2^23 */
+  const float t = __fmaf_rn(x, 1.44269504088896341f, 12582912.0f);
+  const float kf = __fsub_rn(t, 12582912.0f);
+  float r = __fmaf_rn(kf, -INGOT_SAMPLING_LN2_HI, x);
+  r = __fmaf_rn(kf, -INGOT_SAMPLING_LN2_LO, r);
+  const float p = ex2_approx(__fmul_rn(r, 1.44269504088896341f));
+  const int k = __float_as_int(t) - 0x4b400000; /* in [-152, 0] */
+  return k >= -125 ? __int_as_float(__float_as_int(p) + (k << 23)) : 0.0f;
+}
+
+/* IEEE division by a row constant b, correctly rounded like __fdiv_rn but
+ * with the reciprocal computed once: q = a y, r = a - q b (exact), q + r y
+ * with y = RN(1 / b), the fast path of CUDA's own division, valid while
+ * every intermediate stays normal; here |a| in [2^-60, 2^90) and b in
+ * [2^-30, 2^30) (checked once); 0 gives itself; anything else
+ * (subnormal, huge, Inf, NaN) goes to __fdiv_rn. dev/cuda/sampling_math.cu compares it with
+ * __fdiv_rn on billions of pairs. */
+struct Divisor {
+  float b, y;
+  bool fast;
+};
+
+__device__ __forceinline__ Divisor divisor_of(float b) {
+  const uint32_t e = (__float_as_uint(b) >> 23) & 0xffu; /* b > 0 */
+  return Divisor{b, __frcp_rn(b), e - 97u < 60u};
+}
+
+/* The fast path alone: the caller has checked the ranges. */
+__device__ __forceinline__ float div_fast(float a, const Divisor &d) {
+  const float q = __fmul_rn(a, d.y);
+  return __fmaf_rn(__fmaf_rn(-d.b, q, a), d.y, q);
+}
+
+__device__ __forceinline__ float div_exact(float a, const Divisor &d) {
+  const uint32_t u = __float_as_uint(a);
+  if ((u << 1) == 0) return a; /* +-0 / b: a itself */
+  if (d.fast && ((u >> 23) & 0xffu) - 67u < 150u) return div_fast(a, d);
+  return __fdiv_rn(a, d.b);
+}
+
+/* The Gumbel noise -log(-log(1 - u)) with hardware logs, within 2e-5 of
+ * ingot_sampling_ref_gumbel_of(u) for every u the generator makes: E = -log
+ * (1 - u) by its series for u < 2^-6 (truncation < 2^-24 relative), else
+ * from 1 - u (rounding < 2^-24 relative, E > 0.0157, lg2 within 2^-22);
+ * then -log E (lg2 within 2^-22 relative over |log2 E| <= 33). */
+__device__ __forceinline__ float gumbel_approx(float u) {
+  const float series = __fmul_rn(
+      u, __fmaf_rn(u, __fmaf_rn(u, __fmaf_rn(u, 0.25f, 0.333333343f), 0.5f), 1.0f));
+  const float logged = __fmul_rn(-0.693147182f, lg2_approx(__fsub_rn(1.0f, u)));
+  const float e = u < 0.015625f ? series : logged;
+  return __fmul_rn(-0.693147182f, lg2_approx(e));
+}
+
+}  // namespace ingot_sampling
+
+#endif /* INGOT_CUDA_SAMPLING_MATH_CUH */
