@@ -55,16 +55,7 @@ constexpr unsigned kMaxCluster = 16; /* the largest cluster the host asks for */
 
 enum Mode { kSoftmax = 0, kSample = 1 };
 
-struct Args {
-  ingot_sampling_input in;
-  ingot_sampling_output out; /* kSample */
-  float *probs;              /* kSoftmax */
-  int64_t probs_stride;
-  uint32_t *row_status;      /* both modes (NULL: not written) */
-  int chunk;                 /* tokens per block, a multiple of 32 */
-  int frac_bits;             /* F of the fixed-point masses */
-  int keep_raw;              /* the raw logits stay in shared memory too */
-};
+typedef SamplingArgs Args;
 
 /* Barrier of every thread of the cluster, with release / acquire of shared
  * memory at cluster scope. `phase` counts them: double-buffered exchange
@@ -611,18 +602,8 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const float min_p = in.min_p ? in.min_p[r] : 0.0f;
 
   if (ingot_sampling_params_check(T, top_k, top_p, min_p) != 0) {
-    /* no value is read on the host: the rule is applied here */
-    if (rank0 && threadIdx.x == 0) {
-      if (a.row_status) a.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
-      if (kMode == kSample) {
-        a.out.tokens[r] = -1;
-        if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
-        if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
-      }
-    }
+    write_bad_parameter_row(a, kMode == kSample, r, lo, n);
     if (kMode == kSample) write_empty_top(a.out, r);
-    if (kMode == kSoftmax)
-      for (int j = threadIdx.x; j < n; j += kThreads) a.probs[r * a.probs_stride + lo + j] = 0.0f;
     return; /* no shared memory was exchanged (the chunk load was local) */
   }
 
@@ -851,28 +832,8 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
   cudaGetLastError();
   /* the largest cluster the device co-schedules at full shared memory */
-  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)size;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)size);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = (size_t)limit;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, sampling_kernel<kSample>, &cfg) ==
-                        cudaSuccess &&
-                    clusters > 0;
-    cudaGetLastError();
-    if (ok) {
-      ctx->sampling_max_cluster = size;
-      return;
-    }
-  }
+  ctx->sampling_max_cluster =
+      largest_cluster(sampling_kernel<kSample>, kThreads, (size_t)limit, nonportable);
 }
 
 namespace {
@@ -931,21 +892,12 @@ ingot_status launch(struct ingot_context *ctx, const char *op, Args &args, cudaS
   args.chunk = g.chunk;
   int bits = 63 - ceil_log2(args.in.vocab);
   args.frac_bits = bits > 62 ? 62 : bits;
-  cudaLaunchConfig_t cfg = {};
+  cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr;
-  cfg.gridDim = dim3((unsigned)(args.in.batch * g.cluster));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = (size_t)g.chunk * sizeof(float) * (args.keep_raw ? 2 : 1) +
-                         (size_t)g.chunk / 8;
-  cfg.stream = stream;
-  if (ctx->cc_major >= 9) {
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)g.cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-  }
+  cluster_launch_config(&cfg, &attr, (unsigned)(args.in.batch * g.cluster), kThreads,
+                        (size_t)g.chunk * sizeof(float) * (args.keep_raw ? 2 : 1) +
+                            (size_t)g.chunk / 8,
+                        stream, ctx->cc_major >= 9 ? g.cluster : 0);
   INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, sampling_kernel<kMode>, args));
   return ingot_cuda_check_launch(ctx, op);
 }

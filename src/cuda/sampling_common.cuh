@@ -8,6 +8,7 @@
 #define INGOT_CUDA_SAMPLING_COMMON_CUH
 
 #include <cooperative_groups.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -17,6 +18,36 @@
 namespace ingot_sampling {
 
 namespace cg = cooperative_groups;
+
+/* The arguments of both kernels (one struct: a launch passes it by value). */
+struct SamplingArgs {
+  ingot_sampling_input in;
+  ingot_sampling_output out; /* ingot_sample */
+  float *probs;              /* ingot_sampling_softmax */
+  int64_t probs_stride;
+  uint32_t *row_status;      /* both (NULL: not written) */
+  int chunk;                 /* tokens per block */
+  int frac_bits;             /* general kernel: F of the fixed-point masses */
+  int keep_raw;              /* general kernel: the raw logits stay in shared memory too */
+};
+
+/* A row whose per-row parameter breaks a rule (checked on the device, no
+ * host read): BAD_PARAMETER, token -1 and -Inf log-probabilities (sample),
+ * zero probabilities for this block's n tokens from lo (softmax). Called by
+ * every thread of each block of the row, before anything is exchanged. */
+__device__ __forceinline__ void write_bad_parameter_row(const SamplingArgs &a, bool sample,
+                                                        int64_t r, int64_t lo, int n) {
+  if (threadIdx.x == 0 && lo == 0) {
+    if (a.row_status) a.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
+    if (sample) {
+      a.out.tokens[r] = -1;
+      if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
+      if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
+    }
+  }
+  if (!sample)
+    for (int j = threadIdx.x; j < n; j += blockDim.x) a.probs[r * a.probs_stride + lo + j] = 0.0f;
+}
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 __device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
@@ -124,6 +155,47 @@ __device__ __forceinline__ uint32_t apply_lists(const ingot_sampling_input &in, 
     sv[tok - lo] = -INFINITY;
   }
   return flags;
+}
+
+/* ---- host: launches in clusters ---- */
+
+/* cfg for `blocks` blocks of `threads` threads with `smem` bytes of dynamic
+ * shared memory, in clusters of `cluster` blocks (0: no cluster attribute,
+ * as before sm_90). attr is pointed to by cfg: it must outlive it. */
+inline void cluster_launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr,
+                                  unsigned blocks, int threads, size_t smem, cudaStream_t stream,
+                                  int cluster) {
+  *cfg = cudaLaunchConfig_t{};
+  cfg->gridDim = dim3(blocks);
+  cfg->blockDim = dim3((unsigned)threads);
+  cfg->dynamicSmemBytes = smem;
+  cfg->stream = stream;
+  if (cluster > 0) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)cluster;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg->attrs = attr;
+    cfg->numAttrs = 1;
+  }
+}
+
+/* The largest cluster, 16 blocks (when non-portable sizes are allowed), 8, 4
+ * or 2, that the device co-schedules for `kernel` with that block size and
+ * dynamic shared memory; 1 when none. */
+template <class Kernel>
+inline int largest_cluster(Kernel kernel, int threads, size_t smem, bool nonportable) {
+  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr;
+    cluster_launch_config(&cfg, &attr, (unsigned)size, threads, smem, nullptr, size);
+    int clusters = 0;
+    const bool ok =
+        cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0;
+    cudaGetLastError();
+    if (ok) return size;
+  }
+  return 1;
 }
 
 }  // namespace ingot_sampling

@@ -60,14 +60,9 @@ constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
 
 enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
 
-struct DenseArgs {
-  ingot_sampling_input in;
-  ingot_sampling_output out; /* sample */
-  float *probs;              /* softmax */
-  int64_t probs_stride;
-  uint32_t *row_status; /* NULL: not written */
-  int chunk;            /* tokens per block, a multiple of kChunkUnit */
-};
+/* SamplingArgs (sampling_common.cuh); chunk is a multiple of kChunkUnit,
+ * frac_bits and keep_raw are not used. */
+typedef SamplingArgs DenseArgs;
 
 /* The sum of four values in a fixed order, widened. */
 __device__ __forceinline__ double sum4(float a, float b, float c, float d) {
@@ -313,18 +308,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 
   const float T = in.temperature ? in.temperature[r] : 1.0f;
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
-    /* no value is read on the host: the rule is applied here */
-    if (rank0 && threadIdx.x == 0) {
-      if (a.row_status) a.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
-      if (kMode == kDenseSample) {
-        a.out.tokens[r] = -1;
-        if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
-        if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
-      }
-    }
-    if (kMode == kDenseSoftmax)
-      for (int j = threadIdx.x; j < n; j += kDenseThreads)
-        a.probs[r * a.probs_stride + lo + j] = 0.0f;
+    write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
     return; /* uniform over the cluster: nothing was exchanged */
   }
   const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);
@@ -594,29 +578,8 @@ extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   const bool nonportable =
       set_dense_attribute(cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
   cudaGetLastError();
-  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)size;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)size);
-    cfg.blockDim = dim3(kDenseThreads);
-    cfg.dynamicSmemBytes = (size_t)limit;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    const bool ok = cudaOccupancyMaxActiveClusters(
-                        &clusters, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32), &cfg) ==
-                        cudaSuccess &&
-                    clusters > 0;
-    cudaGetLastError();
-    if (ok) {
-      ctx->sampling_dense_cluster = size;
-      return;
-    }
-  }
+  ctx->sampling_dense_cluster = largest_cluster(dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32),
+                                                kDenseThreads, (size_t)limit, nonportable);
 }
 
 namespace {
@@ -651,20 +614,10 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
   int c, chunk;
   dense_geometry(ctx, args.in.vocab, &c, &chunk);
   args.chunk = chunk;
-  cudaLaunchConfig_t cfg = {};
+  cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr;
-  cfg.gridDim = dim3((unsigned)(args.in.batch * c));
-  cfg.blockDim = dim3(kDenseThreads);
-  cfg.dynamicSmemBytes = dense_smem_bytes(kMode, args.in.dtype, chunk);
-  cfg.stream = stream;
-  if (c > 1) {
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)c;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-  }
+  cluster_launch_config(&cfg, &attr, (unsigned)(args.in.batch * c), kDenseThreads,
+                        dense_smem_bytes(kMode, args.in.dtype, chunk), stream, c > 1 ? c : 0);
   INGOT_CUDA_TRY(ctx, op,
                  cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));
   return ingot_cuda_check_launch(ctx, op);
