@@ -417,6 +417,43 @@ static int test_softmax_vs_cpu(void) {
   return 0;
 }
 
+/* The dense softmax at a batch of more than one wave of clusters (f32 and
+ * bf16; greedy, empty, NaN and masked rows among them; one row with a bad
+ * temperature, which must get zeros and its flag while every other row
+ * equals the CPU's). */
+static int test_softmax_many_rows(void) {
+  for (int d = 0; d < 2; d++) {
+    batch b;
+    make_batch(&b, 40, 262144, d ? INGOT_DTYPE_BF16 : INGOT_DTYPE_F32, 0, 0);
+    set_no_filters(&b);
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
+    const float keep = b.temperature[7];
+    b.temperature[7] = NAN;
+    EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+    b.temperature[7] = keep;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < b.B; r++) {
+      if (r == 7) {
+        EXPECT(g.status[r] == INGOT_SAMPLING_ROW_BAD_PARAMETER, "row 7 status %u", g.status[r]);
+        for (int64_t i = 0; i < b.V; i++) bad += g.probs[r * b.V + i] != 0.0f;
+        continue;
+      }
+      EXPECT(c.status[r] == g.status[r], "row %lld: status %u vs CPU %u", (long long)r,
+             g.status[r], c.status[r]);
+      for (int64_t i = 0; i < b.V; i++) {
+        double pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
+        double e = pc >= 0x1p-125 ? fabs(pg - pc) / pc : fabs(pg - pc) <= 0x1p-125 ? 0.0 : 1.0;
+        bad += e > 2e-6;
+      }
+    }
+    EXPECT(bad == 0, "dtype %d: %lld probabilities differ", (int)b.dtype, (long long)bad);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  return 0;
+}
+
 /* The seed's masks against float64: first 16384 columns -Inf; all but 3 ids;
  * a 20000-column block in the middle. */
 static int test_seed_rows_vs_float64(void) {
@@ -696,6 +733,7 @@ int main(void) {
          gpu->sampling_dense_smem);
   test_run("sample_vs_cpu", test_sample_vs_cpu);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);
+  test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);

@@ -306,19 +306,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
   const bool want_mass = kMode == kDenseSoftmax || a.out.token_logprob;
 
-  const float T = in.temperature ? in.temperature[r] : 1.0f;
-  if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
-    write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
-    return; /* uniform over the cluster: nothing was exchanged */
-  }
-  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);
-
   /* ---- 1. load, bias, bans, NaN / bitmask; argmax, flags, raw stats ---- */
   /* Every 16-byte (f32) / 8-byte (16-bit) group of the block's logits and
    * its bitmask words are copied to shared memory asynchronously, all in
-   * flight at once; a thread later reads only the groups it copied (no
-   * barrier for those), and the words after the block barrier. Unaligned
-   * rows and the row's last partial group are loaded directly. */
+   * flight at once, and the row's parameters are loaded meanwhile; a thread
+   * later reads only the groups it copied (no barrier for those), and the
+   * words after the block barrier. Unaligned rows and the row's last
+   * partial group are loaded directly. */
   const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
   for (int j = wlo + 4 * lane; j < wend && j < jfull; j += 128) {
     if (f32)
@@ -329,7 +323,16 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   if (words)
     for (int w = threadIdx.x; w < (n + 31) / 32; w += kDenseThreads)
       cp_async<4>(swords + w, words + w);
-  asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  const float T = in.temperature ? in.temperature[r] : 1.0f;
+  const uint64_t seed = kMode == kDenseSample && in.seed ? in.seed[r] : 0;
+  const uint64_t position = kMode == kDenseSample && in.position ? in.position[r] : 0;
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
+    write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
+    return; /* uniform over the cluster: nothing was exchanged */
+  }
+  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);
   __syncthreads();
   const bool lists = in.num_bias > 0 || in.num_banned > 0;
   uint32_t flags = 0;
@@ -406,8 +409,6 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     }
   }
   if (kMode == kDenseSample && soft) {
-    const uint64_t seed = in.seed ? in.seed[r] : 0;
-    const uint64_t position = in.position ? in.position[r] : 0;
     /* the argmax token's key: s = 0, so the key is its noise exactly */
     const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
