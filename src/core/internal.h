@@ -35,10 +35,12 @@ struct ingot_context {
   int detect_device_pointers; /* CPU context in a CUDA build with a GPU present */
   uint32_t *device_errors;    /* CUDA: one device word of INGOT_DEVICE_ERROR_* bits */
   uint32_t *device_errors_taken; /* CUDA: where the check reads the word out */
+  int smem_optin;             /* CUDA: shared memory a block may opt in to (bytes) */
   int sampling_max_cluster;   /* CUDA: blocks per row the sampling kernels may use */
   int sampling_dynamic_smem;  /* CUDA: their dynamic shared memory limit (bytes) */
   int sampling_dense_cluster; /* CUDA: blocks per row of the dense path (0: unusable) */
   int sampling_dense_smem;    /* CUDA: its dynamic shared memory limit (bytes) */
+  const char *sampling_init_error; /* CUDA: why the sampling kernels could not be set up */
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];
 };

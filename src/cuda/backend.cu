@@ -60,6 +60,8 @@ static ingot_status cuda_context_init(struct ingot_context *ctx) {
   INGOT_CUDA_TRY(ctx, op,
                  cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ctx->device));
   ctx->pageable_memory_access = pageable;
+  ctx->smem_optin = (int)prop.sharedMemPerBlockOptin;
+  ingot_cuda_nvfp4_gemm_init(ctx);
   ingot_cuda_sampling_init(ctx);
   void *word = nullptr;
   INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, 2 * sizeof(uint32_t)));

@@ -50,6 +50,10 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
                                     const float *h_global_scale, void *workspace,
                                     size_t workspace_bytes, struct CUstream_st *stream);
 
+/* Per-context set-up of the NVFP4 GEMM kernels (src/cuda/nvfp4_gemm.cu):
+ * their dynamic shared memory limits, set once instead of on every call. */
+extern "C" void ingot_cuda_nvfp4_gemm_init(struct ingot_context *ctx);
+
 /* Sampling (src/cuda/sampling.cu). */
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx);
 ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,

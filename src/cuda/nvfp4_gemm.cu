@@ -908,9 +908,7 @@ template <int kEpi, int BN>
 ingot_status launch_bn(struct ingot_context *ctx, const char *op, const GemmParams &p, const Plan &pl,
                        bool async, cudaStream_t stream) {
   auto kernel = async ? nvfp4_gemm_kernel<kEpi, true, BN> : nvfp4_gemm_kernel<kEpi, false, BN>;
-  const int smem = smem_bytes(BN, ctx->cc_major);
-  INGOT_CUDA_TRY(ctx, op,
-                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int smem = smem_bytes(BN, ctx->cc_major); /* its limit: ingot_cuda_nvfp4_gemm_init */
   dim3 grid(pl.m_tiles, pl.n_tiles, pl.splits);
   kernel<<<grid, kThreads, smem, stream>>>(p);
   return ingot_cuda_check_launch(ctx, op);
@@ -926,9 +924,7 @@ ingot_status launch_gemm(struct ingot_context *ctx, const char *op, const GemmPa
 // shared memory per block (cc 8.6 / 8.9 GPUs have ~100 KB).
 ingot_status check_smem(struct ingot_context *ctx, const char *op, int bn) {
   const int smem = smem_bytes(bn, ctx->cc_major);
-  int optin = 0;
-  INGOT_CUDA_TRY(ctx, op, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                                 ctx->device));
+  const int optin = ctx->smem_optin;
   if (smem > optin)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "device %d allows %d bytes of shared memory per block; this kernel's "
@@ -936,6 +932,17 @@ ingot_status check_smem(struct ingot_context *ctx, const char *op, int bn) {
                            "capability 8.6 / 8.9 do not yet)",
                            ctx->device, optin, smem);
   return INGOT_STATUS_SUCCESS;
+}
+
+template <int kEpi, int BN>
+void set_smem_limit(struct ingot_context *ctx) {
+  const int smem = smem_bytes(BN, ctx->cc_major);
+  if (smem > ctx->smem_optin) return; /* check_smem refuses these calls */
+  cudaFuncSetAttribute(nvfp4_gemm_kernel<kEpi, true, BN>,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(nvfp4_gemm_kernel<kEpi, false, BN>,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaGetLastError(); /* a failure here shows as a launch error, named by the op */
 }
 
 ingot_status check_arch(struct ingot_context *ctx, const char *op) {
@@ -983,6 +990,14 @@ ingot_status check_int_range(struct ingot_context *ctx, const char *op, int64_t 
 }
 
 } // namespace
+
+/* Every instantiation a launch can pick (launch_gemm, the GeGLU), once per
+ * context: cudaFuncSetAttribute is host work a call should not repeat. */
+extern "C" void ingot_cuda_nvfp4_gemm_init(struct ingot_context *ctx) {
+  set_smem_limit<kEpiGemm, 128>(ctx);
+  set_smem_limit<kEpiGemm, 256>(ctx);
+  set_smem_limit<kEpiGeglu, 128>(ctx);
+}
 
 ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int64_t m, int64_t n,
                                                   int64_t k, size_t *bytes) {

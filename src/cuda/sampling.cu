@@ -795,9 +795,8 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
  * cluster (16, 8, 4 or 2; 1 before sm_90 or without sm_90 code) the device
  * can co-schedule with it. Never fails the context: without clusters the
  * sampling ops cover fewer vocabulary sizes. */
-static const char *g_sampling_init_error = "not initialised";
-
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
+  ctx->sampling_init_error = "not initialised";
   ingot_cuda_sampling_dense_init(ctx);
   ctx->sampling_max_cluster = 1;
   ctx->sampling_dynamic_smem = 0;
@@ -816,11 +815,11 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
     cudaGetLastError();
   }
   if (e != cudaSuccess || limit <= 0) {
-    g_sampling_init_error = e != cudaSuccess ? cudaGetErrorString(e) : "no shared memory";
+    ctx->sampling_init_error = e != cudaSuccess ? cudaGetErrorString(e) : "no shared memory";
     cudaGetLastError();
     return;
   }
-  g_sampling_init_error = nullptr;
+  ctx->sampling_init_error = nullptr;
   ctx->sampling_dynamic_smem = limit;
   /* Clusters need the sm_90 code: on a newer GPU that JIT-compiles the
    * compute_80 PTX, cluster_blocks() is 1 and a row must be one block. */
@@ -859,7 +858,7 @@ ingot_status choose_geometry(struct ingot_context *ctx, const char *op, int64_t 
   if (capacity <= 0)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "the sampling kernels could not be set up on this device (%s)",
-                           g_sampling_init_error ? g_sampling_init_error : "?");
+                           ctx->sampling_init_error ? ctx->sampling_init_error : "?");
   if (fit > ctx->sampling_max_cluster)
     return ingot_core_fail(
         ctx, INGOT_STATUS_NOT_SUPPORTED, op,
