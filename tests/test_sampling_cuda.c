@@ -13,8 +13,11 @@
  *   - a bad per-row value: token -1 and BAD_PARAMETER on that row only;
  *   - graph capture and replay with new seeds, positions and masks == eager.
  * Half the random batches pass no top_k / top_p / min_p tensor (and most of
- * those no top-n output): that is the dense kernel (src/cuda/sampling_dense.cu),
- * the rest the general one; the fixed-case tests run on both.
+ * those no top-n output): that is the dense kernel (src/cuda/sampling_dense.cu)
+ * alone. With filter tensors and no top-n, rows without a filter go to the
+ * dense kernel and the others to the general one (mixed_rows checks that
+ * split); with top-n, the general kernel takes every row. The fixed-case
+ * tests run on both kernels.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -417,6 +420,46 @@ static int test_softmax_vs_cpu(void) {
   return 0;
 }
 
+/* Filter tensors given, half the rows with every filter off: those rows run
+ * on the dense kernel, the others on the general one (two launches); every
+ * row must equal the CPU, for the sample and the softmax. */
+static int test_mixed_rows(void) {
+  batch b;
+  make_batch(&b, 16, 50000, INGOT_DTYPE_F32, 0, 0);
+  b.no_filters = 0;
+  for (int64_t r = 0; r < b.B; r++) {
+    const int plain = r % 2 == 0;
+    b.top_k[r] = plain ? (r % 4 == 0 ? 0 : (int32_t)b.V + 3) : 20;
+    b.top_p[r] = plain ? 1.0f : 0.9f;
+    b.min_p[r] = plain || r % 3 ? 0.0f : 0.1f;
+  }
+  for (int softmax = 0; softmax < 2; softmax++) {
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, softmax, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, softmax, &g));
+    if (!softmax) {
+      tally t = {0, 0, 0, 0};
+      compare(&b, &c, &g, &t, "mixed rows");
+    } else {
+      int64_t bad = 0;
+      for (int64_t r = 0; r < b.B; r++) {
+        EXPECT(c.status[r] == g.status[r], "softmax row %lld: status %u vs CPU %u",
+               (long long)r, g.status[r], c.status[r]);
+        for (int64_t i = 0; i < b.V; i++) {
+          double pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
+          double e = pc >= 0x1p-125 ? fabs(pg - pc) / pc : fabs(pg - pc) <= 0x1p-125 ? 0.0 : 1.0;
+          bad += e > 2e-6 && b.top_p[r] == 1.0f; /* top-p rows: their set may differ */
+        }
+      }
+      EXPECT(bad == 0, "mixed rows softmax: %lld probabilities differ", (long long)bad);
+    }
+    free_result(&c), free_result(&g);
+  }
+  free_batch(&b);
+  return 0;
+}
+
 /* The dense softmax at a batch of more than one wave of clusters (f32 and
  * bf16; greedy, empty, NaN and masked rows among them; one row with a bad
  * temperature, which must get zeros and its flag while every other row
@@ -733,6 +776,7 @@ int main(void) {
          gpu->sampling_dense_smem);
   test_run("sample_vs_cpu", test_sample_vs_cpu);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);
+  test_run("mixed_rows", test_mixed_rows);
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("three_ids_always", test_three_ids_always);

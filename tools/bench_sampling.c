@@ -6,9 +6,9 @@
  *            temperature 0.8, the drawn token's final and raw logprob;
  *            B=1 V=151936 and B=64 V=262144
  *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
- * and, as an A/B of the two kernels, the softmax and masked-step rows again
- * with top_k (0) and top_p (1) tensors passed: the general kernel instead of
- * the dense one.
+ * and the softmax and masked-step rows again with top_k (0) and top_p (1)
+ * tensors passed, as engines do: two launches (the dense kernel takes the
+ * rows, the general kernel finds none of its own).
  * Logits: 3 x a normal-ish variate (Irwin-Hall sum of four uniforms), so s =
  * (l - max) / T spreads over about [-30, 0] and almost every token needs its
  * Gumbel noise (the draw skips only tokens with s < -26): a hard case for the
@@ -32,7 +32,7 @@ enum { CASE_SOFTMAX, CASE_MASKED, CASE_TOPK_TOPP };
 typedef struct sampling_params {
   int kind;
   int64_t batch, vocab;
-  int general; /* pass top_k = 0 and top_p = 1 tensors: the general kernel (A/B) */
+  int off_tensors; /* pass top_k = 0 and top_p = 1 tensors (every row off) */
 } sampling_params;
 
 typedef struct sampling_state {
@@ -157,7 +157,7 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
   prm.temperature = &tT;
   prm.seed = &tS;
-  if (s->p.kind == CASE_TOPK_TOPP || s->p.general) prm.top_k = &tK, prm.top_p = &tP;
+  if (s->p.kind == CASE_TOPK_TOPP || s->p.off_tensors) prm.top_k = &tK, prm.top_p = &tP;
   if (s->p.kind == CASE_MASKED) prm.allowed = &tA;
   if (s->p.kind == CASE_SOFTMAX) {
     ingot_tensor tPr = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, V, V);
@@ -242,7 +242,7 @@ void bench_sampling_register(bench_registry *reg) {
     int kind;
     int64_t B, V;
     const char *op, *name;
-    int general;
+    int off_tensors;
   } cases[] = {
       {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0},
       {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0},
@@ -251,14 +251,15 @@ void bench_sampling_register(bench_registry *reg) {
       {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0},
       {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0},
       {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0},
-      /* the same work with filter tensors present but off: the general kernel */
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filters off (general)", 1},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filters off (general)", 1},
-      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filters off (general)", 1},
-      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filters off (general)", 1},
+      /* the same work with top_k / top_p tensors passed, every row off: the
+       * dense kernel for the rows, then the general one finding none */
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1},
+      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1},
+      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V, cases[i].general};
+    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V, cases[i].off_tensors};
     bench_add(reg, "sampling", cases[i].op, cases[i].name, &sampling_ops, &p, sizeof p);
   }
 }

@@ -745,24 +745,28 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * 16-byte aligned (workspace may be NULL when 0 bytes are needed); its
  * contents on entry do not matter and are undefined after the call.
  *
- * CUDA: each op is ONE kernel launch and needs no workspace (the queries
- * return 0). A row is processed by a cluster of up to 16 thread blocks
+ * CUDA: each op is one kernel launch (two in the case below) and needs no
+ * workspace (the queries return 0). A row is processed by a cluster of up to 16 thread blocks
  * (sm_90; one block before) holding the row in shared memory, so V is
  * bounded by the device: on an H200 about 800k tokens (400k with the raw
  * outputs of ingot_sample); on pre-Hopper GPUs (one block a row) about
  * 34k (17k) on an A100, so typical LLM vocabularies need sm_90 for now;
- * larger V returns NOT_SUPPORTED before launch. Two kernels:
- *   - DENSE (the fast one): a call with no top_k, top_p or min_p tensor
- *     and no top-n output. Pass NULL for an unused filter: a tensor of
- *     "off" values (0, 1, 0) selects the general kernel, 1.5-2.7x slower.
- *     Tokens are the CPU's bit for bit (no filter: no mass decides
- *     anything). Masses use a fast exp (within 3 ulp; a weight e^{s_i}
- *     below 2^-125 counts as 0, so such a probability is 0) and sums in an
- *     order fixed by V and the device.
- *   - GENERAL (filters or top-n): masses are the portable exp summed as
- *     exact 64-bit fixed-point integers (w * 2^F, F = min(62, 63 -
- *     ceil(log2 V))); tokens identical to the CPU except at top-p
- *     boundaries (see above).
+ * larger V returns NOT_SUPPORTED before launch. Two kernels; which one
+ * serves a row depends only on that row's parameters and the call's
+ * outputs:
+ *   - DENSE (1.5-2.7x faster): rows with no filter (top_k 0 or >= V,
+ *     top_p 1, min_p 0) of a call without top-n outputs. Tokens are the
+ *     CPU's bit for bit (no filter: no mass decides anything). Masses use a
+ *     fast exp (within 3 ulp; a weight e^{s_i} below 2^-125 counts as 0, so
+ *     such a probability is 0) and sums in an order fixed by V and the
+ *     device.
+ *   - GENERAL: rows with a filter, a bad value, or in a call with top-n
+ *     outputs. Masses are the portable exp summed as exact 64-bit
+ *     fixed-point integers (w * 2^F, F = min(62, 63 - ceil(log2 V)));
+ *     tokens identical to the CPU except at top-p boundaries (see above).
+ *   A call without top_k / top_p / min_p tensors launches the dense kernel
+ *   only; with them (and no top-n) both kernels are launched, each taking
+ *   its rows, so passing NULL for unused filters saves a launch.
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index
  * or its neighbours.

@@ -71,9 +71,11 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream);
 
-/* The dense path (src/cuda/sampling_dense.cu): calls without filters. Each
- * returns 0 when the call is not its to serve, else 1 with the launch's
- * status in *status. */
+/* The dense kernel (src/cuda/sampling_dense.cu): calls without top-n
+ * outputs. Each returns 0 when the call is not its to serve; 1 when it
+ * launched for every row; 2 when filter tensors are given and it launched
+ * for the rows without a filter only (the general kernel must follow, with
+ * split = 1). The launch's status is in *status. */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
 int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
                             const ingot_sampling_output *out, struct CUstream_st *stream,

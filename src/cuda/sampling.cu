@@ -581,6 +581,8 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const bool rank0 = crank == 0;
   int phase = 0;
 
+  if (a.split && row_is_plain(in, r)) return; /* the dense kernel's row */
+
   /* ---- 1. load, bias, bans, NaN / bitmask; row max, count, flags ---- */
   const void *row = static_cast<const char *>(in.logits) +
                     (size_t)(r * in.logits_stride) * (in.dtype == INGOT_DTYPE_F32 ? 4 : 2);
@@ -922,10 +924,12 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                size_t workspace_bytes, struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   ingot_status st = INGOT_STATUS_SUCCESS;
-  if (ingot_cuda_sample_dense(ctx, in, out, stream, &st)) return st;
+  const int dense = ingot_cuda_sample_dense(ctx, in, out, stream, &st);
+  if (dense == 1 || st) return st;
   Args args = {};
   args.in = *in;
   args.out = *out;
+  args.split = dense == 2;
   args.row_status = out->row_status;
   return launch<kSample>(ctx, "ingot_sample", args, stream);
 }
@@ -937,10 +941,12 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   ingot_status st = INGOT_STATUS_SUCCESS;
-  if (ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, stream, &st))
-    return st;
+  const int dense =
+      ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, stream, &st);
+  if (dense == 1 || st) return st;
   Args args = {};
   args.in = *in;
+  args.split = dense == 2;
   args.probs = probs;
   args.probs_stride = probs_stride;
   args.row_status = row_status;

@@ -29,7 +29,20 @@ struct SamplingArgs {
   int chunk;                 /* tokens per block */
   int frac_bits;             /* general kernel: F of the fixed-point masses */
   int keep_raw;              /* general kernel: the raw logits stay in shared memory too */
+  int split; /* filter tensors given: the dense kernel takes the plain rows (row_is_plain),
+              * the general kernel the others; 0: a kernel takes every row */
 };
+
+/* Whether row r needs no filter: top_k 0 or >= V, top_p 1, min_p 0, and every
+ * per-row value valid (a bad one is flagged by the general kernel). */
+__device__ __forceinline__ bool row_is_plain(const ingot_sampling_input &in, int64_t r) {
+  const float T = in.temperature ? in.temperature[r] : 1.0f;
+  const int32_t k = in.top_k ? in.top_k[r] : 0;
+  const float p = in.top_p ? in.top_p[r] : 1.0f;
+  const float q = in.min_p ? in.min_p[r] : 0.0f;
+  return ingot_sampling_params_check(T, k, p, q) == 0 && (k == 0 || k >= in.vocab) && p == 1.0f &&
+         q == 0.0f;
+}
 
 /* A row whose per-row parameter breaks a rule (checked on the device, no
  * host read): BAD_PARAMETER, token -1 and -Inf log-probabilities (sample),

@@ -328,6 +328,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const uint64_t seed = kMode == kDenseSample && in.seed ? in.seed[r] : 0;
   const uint64_t position = kMode == kDenseSample && in.position ? in.position[r] : 0;
   asm volatile("cp.async.wait_all;" ::: "memory");
+  if (a.split && !row_is_plain(in, r)) return; /* the general kernel's row */
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
     write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
     return; /* uniform over the cluster: nothing was exchanged */
@@ -599,7 +600,7 @@ void dense_geometry(const struct ingot_context *ctx, int64_t vocab, int *cluster
 
 template <int kMode>
 bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in) {
-  if (ctx->sampling_dense_cluster < 1 || in->top_k || in->top_p || in->min_p) return false;
+  if (ctx->sampling_dense_cluster < 1) return false;
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
   return chunk <= 65536 &&
@@ -634,8 +635,9 @@ int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_inpu
   args.in = *in;
   args.out = *out;
   args.row_status = out->row_status;
+  args.split = in->top_k || in->top_p || in->min_p;
   *status = dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
-  return 1;
+  return args.split ? 2 : 1;
 }
 
 int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
@@ -647,6 +649,7 @@ int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sam
   args.probs = probs;
   args.probs_stride = probs_stride;
   args.row_status = row_status;
+  args.split = in->top_k || in->top_p || in->min_p;
   *status = dense_launch<kDenseSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
-  return 1;
+  return args.split ? 2 : 1;
 }
