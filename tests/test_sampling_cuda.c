@@ -358,6 +358,7 @@ static int test_sample_vs_cpu(void) {
       make_batch(&b, shapes[s][0], shapes[s][1], dts[test_rand() % 3], (int)(test_rand() % 3),
                  num_top);
       if (b.no_filters && test_rand() % 4) b.num_top = num_top = 0;
+      b.want_logprobs = test_rand() % 3 != 0; /* a third: tokens only */
       result c, g;
       alloc_result(&c, &b), alloc_result(&g, &b);
       EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
@@ -379,7 +380,8 @@ static int test_sample_vs_cpu(void) {
 }
 
 static int test_softmax_vs_cpu(void) {
-  static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {17, 5000}};
+  static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {17, 5000},
+                                      {5, 1001}}; /* odd V: unaligned rows, scalar tails */
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     batch b;
     make_batch(&b, shapes[s][0], shapes[s][1],
@@ -430,7 +432,7 @@ static int test_mixed_rows(void) {
   for (int64_t r = 0; r < b.B; r++) {
     const int plain = r % 2 == 0;
     b.top_k[r] = plain ? (r % 4 == 0 ? 0 : (int32_t)b.V + 3) : 20;
-    b.top_p[r] = plain ? 1.0f : 0.9f;
+    b.top_p[r] = plain || r % 4 == 1 ? 1.0f : 0.9f; /* rows 1, 5, ...: top-k only */
     b.min_p[r] = plain || r % 3 ? 0.0f : 0.1f;
   }
   for (int softmax = 0; softmax < 2; softmax++) {
@@ -441,6 +443,23 @@ static int test_mixed_rows(void) {
     if (!softmax) {
       tally t = {0, 0, 0, 0};
       compare(&b, &c, &g, &t, "mixed rows");
+      /* a bad value on a plain row and on a filtered row: flagged there only */
+      const float t2 = b.temperature[2], p3 = b.top_p[3];
+      b.temperature[2] = NAN, b.top_p[3] = 0.0f;
+      result g2;
+      alloc_result(&g2, &b);
+      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g2));
+      b.temperature[2] = t2, b.top_p[3] = p3;
+      for (int64_t r = 0; r < b.B; r++) {
+        if (r == 2 || r == 3)
+          EXPECT(g2.tokens[r] == -1 && g2.status[r] == INGOT_SAMPLING_ROW_BAD_PARAMETER,
+                 "mixed rows, bad row %lld: token %d status %u", (long long)r, g2.tokens[r],
+                 g2.status[r]);
+        else
+          EXPECT(g2.tokens[r] == g.tokens[r] && g2.status[r] == g.status[r],
+                 "mixed rows: row %lld changed by the bad rows", (long long)r);
+      }
+      free_result(&g2);
     } else {
       int64_t bad = 0;
       for (int64_t r = 0; r < b.B; r++) {

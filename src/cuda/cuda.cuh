@@ -71,17 +71,21 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream);
 
-/* The dense kernel (src/cuda/sampling_dense.cu): calls without top-n
- * outputs. Each returns 0 when the call is not its to serve; 1 when it
- * launched for every row; 2 when filter tensors are given and it launched
- * for the rows without a filter only (the general kernel must follow, with
- * split = 1). The launch's status is in *status. */
+/* The dense kernel (src/cuda/sampling_dense.cu), for rows without a filter
+ * in calls without top-n outputs. dense_mode (host only, nothing launched):
+ * 0 when it serves no row of the call; 1 when it serves every row (no
+ * filter tensor given); 2 when filter tensors are given: it serves the rows
+ * without a filter (launch it with split = 1) and the general kernel the
+ * others (also with split = 1). */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
-int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                            const ingot_sampling_output *out, struct CUstream_st *stream,
-                            ingot_status *status);
-int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                      float *probs, int64_t probs_stride, uint32_t *row_status,
-                                      struct CUstream_st *stream, ingot_status *status);
+int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
+                                   const ingot_sampling_input *in, int64_t num_top, int softmax);
+ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                     const ingot_sampling_output *out, int split,
+                                     struct CUstream_st *stream);
+ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
+                                               const ingot_sampling_input *in, float *probs,
+                                               int64_t probs_stride, uint32_t *row_status,
+                                               int split, struct CUstream_st *stream);
 
 #endif

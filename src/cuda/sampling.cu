@@ -880,19 +880,26 @@ ingot_status choose_geometry(struct ingot_context *ctx, const char *op, int64_t 
   return INGOT_STATUS_SUCCESS;
 }
 
+/* The general kernel's geometry for args (host only: nothing is launched),
+ * or NOT_SUPPORTED. */
 template <int kMode>
-ingot_status launch(struct ingot_context *ctx, const char *op, Args &args, cudaStream_t stream) {
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
-  Geometry g;
+ingot_status plan(struct ingot_context *ctx, const char *op, Args &args, Geometry *g) {
   args.keep_raw = kMode == kSample && (args.out.token_raw_logprob ||
                                         (args.out.num_top > 0 &&
                                          !(args.out.flags & INGOT_SAMPLING_TOP_FINAL)));
-  ingot_status st = choose_geometry(ctx, op, args.in.batch, args.in.vocab, args.keep_raw, &g);
+  ingot_status st = choose_geometry(ctx, op, args.in.batch, args.in.vocab, args.keep_raw, g);
   if (st) return st;
-  args.chunk = g.chunk;
+  args.chunk = g->chunk;
   int bits = 63 - ceil_log2(args.in.vocab);
   args.frac_bits = bits > 62 ? 62 : bits;
+  return INGOT_STATUS_SUCCESS;
+}
+
+template <int kMode>
+ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
+                    const Geometry &g, cudaStream_t stream) {
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr;
   cluster_launch_config(&cfg, &attr, (unsigned)(args.in.batch * g.cluster), kThreads,
@@ -923,15 +930,22 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
-  ingot_status st = INGOT_STATUS_SUCCESS;
-  const int dense = ingot_cuda_sample_dense(ctx, in, out, stream, &st);
-  if (dense == 1 || st) return st;
+  static const char op[] = "ingot_sample";
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
+  if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, stream);
+  /* the general kernel must be able to take its rows before anything is launched */
   Args args = {};
   args.in = *in;
   args.out = *out;
-  args.split = dense == 2;
   args.row_status = out->row_status;
-  return launch<kSample>(ctx, "ingot_sample", args, stream);
+  Geometry g;
+  ingot_status st = plan<kSample>(ctx, op, args, &g);
+  if (st) return st;
+  if (dense == 2) {
+    if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, stream))) return st;
+    args.split = 1;
+  }
+  return launch<kSample>(ctx, op, args, g, stream);
 }
 
 ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
@@ -940,15 +954,23 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          void *workspace, size_t workspace_bytes,
                                          struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
-  ingot_status st = INGOT_STATUS_SUCCESS;
-  const int dense =
-      ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, stream, &st);
-  if (dense == 1 || st) return st;
+  static const char op[] = "ingot_sampling_softmax";
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 1);
+  if (dense == 1)
+    return ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 0, stream);
   Args args = {};
   args.in = *in;
-  args.split = dense == 2;
   args.probs = probs;
   args.probs_stride = probs_stride;
   args.row_status = row_status;
-  return launch<kSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
+  Geometry g;
+  ingot_status st = plan<kSoftmax>(ctx, op, args, &g);
+  if (st) return st;
+  if (dense == 2) {
+    if ((st = ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 1,
+                                                stream)))
+      return st;
+    args.split = 1;
+  }
+  return launch<kSoftmax>(ctx, op, args, g, stream);
 }

@@ -64,9 +64,11 @@ enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
  * frac_bits and keep_raw are not used. */
 typedef SamplingArgs DenseArgs;
 
-/* The sum of four values in a fixed order, widened. */
+/* The sum of four values in a fixed order, in double: an fp32 sum would
+ * lose ~6e-8 of a group holding the maximum's weight 1, which is the whole
+ * log-probability of a token near certainty. */
 __device__ __forceinline__ double sum4(float a, float b, float c, float d) {
-  return (double)__fadd_rn(__fadd_rn(a, b), __fadd_rn(c, d));
+  return ((double)a + (double)b) + ((double)c + (double)d);
 }
 
 /* ---- reductions over the cluster --------------------------------------------------- */
@@ -306,6 +308,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
   const bool want_mass = kMode == kDenseSoftmax || a.out.token_logprob;
 
+  /* a row of the general kernel's (filter tensors given): decided before
+   * anything is loaded, the whole cluster alike */
+  if (a.split && !row_is_plain(in, r)) return;
+
   /* ---- 1. load, bias, bans, NaN / bitmask; argmax, flags, raw stats ---- */
   /* Every 16-byte (f32) / 8-byte (16-bit) group of the block's logits and
    * its bitmask words are copied to shared memory asynchronously, all in
@@ -328,7 +334,6 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const uint64_t seed = kMode == kDenseSample && in.seed ? in.seed[r] : 0;
   const uint64_t position = kMode == kDenseSample && in.position ? in.position[r] : 0;
   asm volatile("cp.async.wait_all;" ::: "memory");
-  if (a.split && !row_is_plain(in, r)) return; /* the general kernel's row */
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
     write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
     return; /* uniform over the cluster: nothing was exchanged */
@@ -627,29 +632,34 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
 
 }  // namespace
 
-int ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                            const ingot_sampling_output *out, struct CUstream_st *stream,
-                            ingot_status *status) {
-  if (out->num_top > 0 || !dense_fits<kDenseSample>(ctx, in)) return 0;
+int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
+                                   const ingot_sampling_input *in, int64_t num_top, int softmax) {
+  const bool fits =
+      softmax ? dense_fits<kDenseSoftmax>(ctx, in) : dense_fits<kDenseSample>(ctx, in);
+  if (num_top > 0 || !fits) return 0;
+  return in->top_k || in->top_p || in->min_p ? 2 : 1;
+}
+
+ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                     const ingot_sampling_output *out, int split,
+                                     struct CUstream_st *stream) {
   DenseArgs args = {};
   args.in = *in;
   args.out = *out;
   args.row_status = out->row_status;
-  args.split = in->top_k || in->top_p || in->min_p;
-  *status = dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
-  return args.split ? 2 : 1;
+  args.split = split;
+  return dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
 }
 
-int ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                      float *probs, int64_t probs_stride, uint32_t *row_status,
-                                      struct CUstream_st *stream, ingot_status *status) {
-  if (!dense_fits<kDenseSoftmax>(ctx, in)) return 0;
+ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
+                                               const ingot_sampling_input *in, float *probs,
+                                               int64_t probs_stride, uint32_t *row_status,
+                                               int split, struct CUstream_st *stream) {
   DenseArgs args = {};
   args.in = *in;
   args.probs = probs;
   args.probs_stride = probs_stride;
   args.row_status = row_status;
-  args.split = in->top_k || in->top_p || in->min_p;
-  *status = dense_launch<kDenseSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
-  return args.split ? 2 : 1;
+  args.split = split;
+  return dense_launch<kDenseSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
 }
