@@ -697,10 +697,14 @@ static int test_bad_parameter_row(void) { return bad_parameter_row(0) || bad_par
 /* Capture ingot_sample into a graph; replay it with new logits, seeds,
  * positions, temperatures and bitmask written into the captured buffers;
  * each replay must equal an eager call on the same inputs. */
-static int graph_replay(int64_t n) {
+/* n: top-n columns (> 0: the general kernel). with_topk: a top_k tensor
+ * too, row 1 filtered and the others off (n = 0: both kernels, split). */
+static int graph_replay(int64_t n, int with_topk) {
   const int64_t B = 4, V = 151936, W = (V + 31) / 32;
   batch b;
   make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
+  set_no_filters(&b);
+  if (with_topk) b.no_filters = 0, b.top_k[1] = 20;
   b.allowed = xcalloc((size_t)(B * W) * 4);
   b.flags = 0;
   size_t lbytes = (size_t)(B * b.stride) * 2;
@@ -708,8 +712,9 @@ static int graph_replay(int64_t n) {
        *dS = dev_copy(b.seed, B * 8), *dP = dev_copy(b.position, B * 8),
        *dA = dev_copy(b.allowed, (size_t)(B * W) * 4), *dTok = dev_copy(NULL, B * 4),
        *dLp = dev_copy(NULL, B * 4), *dIds = dev_copy(NULL, B * n * 4),
-       *dTlp = dev_copy(NULL, B * n * 4);
+       *dTlp = dev_copy(NULL, B * n * 4), *dK = dev_copy(b.top_k, B * 4);
   ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_BF16, B, V, b.stride),
+               tK = ingot_tensor_1d(dK, INGOT_DTYPE_I32, B),
                tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B), tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
                tP = ingot_tensor_1d(dP, INGOT_DTYPE_U64, B),
                tA = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W, W),
@@ -719,6 +724,7 @@ static int graph_replay(int64_t n) {
                tTlp = ingot_tensor_2d(dTlp, INGOT_DTYPE_F32, B, n, n);
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
   prm.temperature = &tT, prm.seed = &tS, prm.position = &tP, prm.allowed = &tA;
+  if (with_topk) prm.top_k = &tK;
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
   lps.token_logprob = &tLp;
   if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp; /* n = 0: the dense kernel */
@@ -753,8 +759,7 @@ static int graph_replay(int64_t n) {
       cudaMemcpy(tlp, dTlp, sizeof tlp, cudaMemcpyDeviceToHost);
     }
     /* the same inputs, eagerly (top_k / top_p / min_p absent there too) */
-    batch e = b;
-    set_no_filters(&e);
+    batch e = b; /* the same filters: none, or top_k with row 1 on */
     e.want_logprobs = 1;
     result g;
     alloc_result(&g, &e);
@@ -771,13 +776,15 @@ static int graph_replay(int64_t n) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  void *all[] = {dl, dT, dS, dP, dA, dTok, dLp, dIds, dTlp};
+  void *all[] = {dl, dT, dS, dP, dA, dTok, dLp, dIds, dTlp, dK};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   free_batch(&b);
   return 0;
 }
 
-static int test_graph_replay(void) { return graph_replay(5) || graph_replay(0); }
+static int test_graph_replay(void) {
+  return graph_replay(5, 0) || graph_replay(0, 0) || graph_replay(0, 1);
+}
 
 int main(void) {
   test_init("test_sampling_cuda");

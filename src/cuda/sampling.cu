@@ -572,11 +572,10 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   float *sv = reinterpret_cast<float *>(dynamic_smem);
   __shared__ Shared sh;
   const ingot_sampling_input &in = a.in;
-  const unsigned csize = cluster_blocks(), crank = cluster_rank();
-  const int64_t r = blockIdx.x / csize;
-  const int64_t V = in.vocab;
-  const int64_t lo = (int64_t)crank * a.chunk;
-  const int n = (int)(V - lo < a.chunk ? (V - lo > 0 ? V - lo : 0) : a.chunk);
+  const BlockPart part = block_part(a);
+  const int64_t r = part.r, lo = part.lo;
+  const int n = part.n;
+  const unsigned crank = part.rank;
   const float scale = ldexpf(1.0f, a.frac_bits);
   const bool rank0 = crank == 0;
   int phase = 0;

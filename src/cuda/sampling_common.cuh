@@ -104,6 +104,24 @@ __device__ __forceinline__ const T *remote(const T *p, unsigned rank) {
 #endif
 }
 
+/* The part of a row this block holds: row r is the cluster's index; its
+ * tokens lo .. lo + n - 1 (n may be 0 for the last blocks of a short row). */
+struct BlockPart {
+  int64_t r, lo;
+  int n;
+  unsigned rank; /* in the cluster */
+};
+
+__device__ __forceinline__ BlockPart block_part(const SamplingArgs &a) {
+  BlockPart p;
+  p.rank = cluster_rank();
+  p.r = blockIdx.x / cluster_blocks();
+  p.lo = (int64_t)p.rank * a.chunk;
+  const int64_t left = a.in.vocab - p.lo;
+  p.n = (int)(left < a.chunk ? (left > 0 ? left : 0) : a.chunk);
+  return p;
+}
+
 /* ---- values ---- */
 
 /* Larger value -> larger key; -0 and +0 share a key (they compare equal). */

@@ -289,11 +289,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
 
   const ingot_sampling_input &in = a.in;
-  const unsigned csize = cluster_blocks(), crank = cluster_rank();
-  const int64_t r = blockIdx.x / csize;
-  const int64_t V = in.vocab;
-  const int64_t lo = (int64_t)crank * a.chunk;
-  const int n = (int)(V - lo < a.chunk ? (V - lo > 0 ? V - lo : 0) : a.chunk);
+  const BlockPart part = block_part(a);
+  const int64_t r = part.r, lo = part.lo;
+  const int n = part.n;
+  const unsigned crank = part.rank;
   const int lane = lane_id(), warp = warp_id();
   const int region = a.chunk / kDenseWarps; /* tokens of a warp, a multiple of 32 */
   const int wlo = warp * region;
