@@ -801,12 +801,9 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
   ingot_cuda_sampling_dense_init(ctx);
   ctx->sampling_max_cluster = 1;
   ctx->sampling_dynamic_smem = 0;
-  int optin = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                         ctx->device);
   cudaFuncAttributes fa;
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, sampling_kernel<kSample>);
-  int limit = e == cudaSuccess ? optin - (int)fa.sharedSizeBytes : 0;
+  cudaError_t e = cudaFuncGetAttributes(&fa, sampling_kernel<kSample>);
+  int limit = e == cudaSuccess ? ctx->smem_optin - (int)fa.sharedSizeBytes : 0;
   /* the first limit is the documented one; step down if a driver wants
    * room of its own */
   for (int attempt = 0; attempt < 8 && limit > 0; attempt++, limit -= 1024) {

@@ -564,14 +564,9 @@ cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   ctx->sampling_dense_cluster = 0;
   ctx->sampling_dense_smem = 0;
-  int optin = 0;
   cudaFuncAttributes fa;
-  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                         ctx->device);
-  if (e == cudaSuccess)
-    e = cudaFuncGetAttributes(&fa, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32));
-  /* two blocks a SM when the row fits that way, else one */
-  const int limit = e == cudaSuccess ? optin - (int)fa.sharedSizeBytes - 1024 : 0;
+  cudaError_t e = cudaFuncGetAttributes(&fa, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32));
+  const int limit = e == cudaSuccess ? ctx->smem_optin - (int)fa.sharedSizeBytes - 1024 : 0;
   if (e == cudaSuccess && limit > 0)
     e = set_dense_attribute(cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (e != cudaSuccess || limit <= 0) {
