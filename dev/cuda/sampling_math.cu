@@ -3,7 +3,8 @@
 //   1. div_exact == __fdiv_rn bit for bit: every fp32 a against 16 typical
 //      temperatures, and 2^36 random (a, b) pairs, b over [2^-40, 2^40];
 //   2. fast_exp: every fp32 x in [-105, 0] against exp in double, worst error
-//      in ulps of the result (0 allowed below 2^-125);
+//      in ulps of the result (0 allowed below 2^-125), and its special
+//      inputs: e^0 = 1, and 0 for -Inf, NaN and x <= -128;
 //   3. gumbel_approx: every uniform the generator can make, worst absolute
 //      difference from ingot_sampling_ref_gumbel_of.
 // Standalone (from the repository root):
@@ -74,6 +75,10 @@ __global__ void exp_all() {
     const unsigned int e = (unsigned int)fmin(err * 1000.0, 4e9);
     if (e > worst) worst = e;
   }
+  if (blockIdx.x == 0 && threadIdx.x == 0 &&
+      (fast_exp(0.0f) != 1.0f || fast_exp(-INFINITY) != 0.0f || fast_exp(NAN) != 0.0f ||
+       fast_exp(-128.0f) != 0.0f || fast_exp(-3e38f) != 0.0f))
+    worst = 4000000000u; /* reported as a huge error */
   atomicMax(&g_exp_ulps_x1000, worst);
 }
 

@@ -64,11 +64,41 @@ enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
  * frac_bits and keep_raw are not used. */
 typedef SamplingArgs DenseArgs;
 
-/* The sum of four values in a fixed order, in double: an fp32 sum would
- * lose ~6e-8 of a group holding the maximum's weight 1, which is the whole
- * log-probability of a token near certainty. */
-__device__ __forceinline__ double sum4(float a, float b, float c, float d) {
-  return ((double)a + (double)b) + ((double)c + (double)d);
+/* The sum of four masses: in fp32 (an error of at most 2^-23 of the four's
+ * sum), then in double across the groups, so the total is within ~2e-7
+ * relative whatever V, and its order is fixed by V. */
+__device__ __forceinline__ double sum4(const float w[4]) {
+  return (double)__fadd_rn(__fadd_rn(w[0], w[1]), __fadd_rn(w[2], w[3]));
+}
+
+/* a / T for a mass or a filter, not for a draw key. kFast (the row's
+ * T.fast, a compile-time copy so that loops carry no check): div_fast, which
+ * is exact wherever its intermediates stay normal; where they do not, the
+ * mass is right anyway (|a| tiny: s ~ 0 and e^s = 1; overflow: NaN, which
+ * fast_exp maps to 0, the true e^s). */
+template <bool kFast>
+__device__ __forceinline__ float scaled(float a, const Divisor &T) {
+  return kFast ? div_fast(a, T) : div_exact(a, T);
+}
+
+template <bool kFast>
+__device__ __forceinline__ float mass_of(float a, const Divisor &T) {
+  return fast_exp(scaled<kFast>(a, T));
+}
+
+/* A compile-time bool for the generic lambdas that take the T.fast branch
+ * out of the loops. */
+template <bool B>
+struct Flag {
+  static constexpr bool value = B;
+};
+
+template <class F>
+__device__ __forceinline__ void with_fast(bool fast, F f) {
+  if (fast)
+    f(Flag<true>{});
+  else
+    f(Flag<false>{});
 }
 
 /* ---- reductions over the cluster --------------------------------------------------- */
@@ -88,18 +118,17 @@ __device__ __forceinline__ S shfl_xor(const S &v, int offset) {
 }
 
 /* After the load: the argmax (value key << 32 | ~id, 0 when nothing is
- * allowed), the flags, and the raw distribution as (max, sum of
- * e^((x - max) / T')). */
+ * allowed), the flags, and the raw distribution's maximum. */
 struct LoadStats {
   unsigned long long best;
-  double raw_sum;
   float raw_max;
   uint32_t flags;
 };
 
-/* After the values: the mass of the final set and the best draw key. */
+/* After the values: the mass of the final set, the raw distribution's sum
+ * (relative to its maximum) and the best draw key. */
 struct DrawStats {
-  double mass;
+  double mass, raw_sum;
   unsigned long long best;
 };
 
@@ -114,29 +143,18 @@ __device__ __forceinline__ float best_value(unsigned long long k) {
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
-/* e^((m - to) / T), 0 for m = -Inf (to >= m, finite). */
-__device__ __forceinline__ double raw_scale(float m, float to, const Divisor &T) {
-  return m == -INFINITY ? 0.0 : (double)fast_exp(div_exact(__fsub_rn(m, to), T));
-}
-
 struct CombineLoad {
-  Divisor raw_t;
-  bool raw; /* the raw distribution is wanted */
   __device__ void operator()(LoadStats &a, const LoadStats &b) const {
     a.best = a.best > b.best ? a.best : b.best;
+    a.raw_max = fmaxf(a.raw_max, b.raw_max);
     a.flags |= b.flags;
-    if (!raw) return;
-    const float m = fmaxf(a.raw_max, b.raw_max);
-    if (m != -INFINITY)
-      a.raw_sum = a.raw_sum * raw_scale(a.raw_max, m, raw_t) +
-                  b.raw_sum * raw_scale(b.raw_max, m, raw_t);
-    a.raw_max = m;
   }
 };
 
 struct CombineDraw {
   __device__ void operator()(DrawStats &a, const DrawStats &b) const {
     a.mass += b.mass;
+    a.raw_sum += b.raw_sum;
     a.best = a.best > b.best ? a.best : b.best;
   }
 };
@@ -225,44 +243,40 @@ __device__ __forceinline__ void fetch4(ingot_dtype dtype, const void *row, const
   }
 }
 
-/* The online raw distribution of this thread: (max, sum e^((x - max) / T))
- * over its finite raw logits, four at a time. */
+/* The raw distribution (token_raw_logprob) of this thread, online: rm, the
+ * running maximum of its finite raw logits, and rs = sum e^((x - rm) / T). */
+template <bool kFast>
 __device__ __forceinline__ void raw_add(const float x[4], const Divisor &T, float &rm,
                                         double &rs) {
   float f[4];
 #pragma unroll
-  for (int e = 0; e < 4; e++) f[e] = ingot_f32_finite(x[e]) ? x[e] : -INFINITY;
+  for (int e = 0; e < 4; e++) f[e] = fabsf(x[e]) < INFINITY ? x[e] : -INFINITY;
   const float m4 = fmaxf(fmaxf(f[0], f[1]), fmaxf(f[2], f[3]));
-  if (m4 > rm) {
-    rs *= raw_scale(rm, m4, T);
+  if (m4 > rm) { /* -Inf - m4 = -Inf gives a scale of 0 */
+    rs *= (double)mass_of<kFast>(__fsub_rn(rm, m4), T);
     rm = m4;
   }
-  if (rm == -INFINITY) return;
   float w[4];
 #pragma unroll
-  for (int e = 0; e < 4; e++)
-    w[e] = f[e] == -INFINITY ? 0.0f : fast_exp(div_exact(__fsub_rn(f[e], rm), T));
-  rs += sum4(w[0], w[1], w[2], w[3]);
+  for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(f[e], rm), T); /* -Inf, NaN: 0 */
+  rs += sum4(w);
 }
 
-/* d = (v - m) / T for four values, -Inf for masked ones (v = -Inf). One
- * range check for the four (div_exact's, hoisted): the common case is three
- * FMA-pipe operations a value. */
-__device__ __forceinline__ void scaled4(const float v[4], float m, const Divisor &T, float d[4]) {
-  float a[4];
-  float lo_abs = INFINITY, hi_abs = 0.0f;
+/* Masks tokens j .. j + 3 in place: a token stays iff its bit is set and
+ * its value finite (NaN and +Inf set `nan`); bm is the thread's maximum so
+ * far and bj the first group holding it (its id is found after the pass). */
+__device__ __forceinline__ void mask4(float x[4], uint32_t bits, int j, bool &nan, float &bm,
+                                      int &bj) {
 #pragma unroll
   for (int e = 0; e < 4; e++) {
-    a[e] = v[e] == -INFINITY ? -1.0f : __fsub_rn(v[e], m);
-    lo_abs = fminf(lo_abs, fabsf(a[e]));
-    hi_abs = fmaxf(hi_abs, fabsf(a[e]));
+    const float v = x[e];
+    nan |= !(v < INFINITY);
+    x[e] = ((bits >> e) & 1u) && fabsf(v) < INFINITY ? v : -INFINITY;
   }
-  const bool fast = T.fast && lo_abs >= 8.67361738e-19f /* 2^-60 */ &&
-                    hi_abs < 1.23794004e27f /* 2^90 */;
-#pragma unroll
-  for (int e = 0; e < 4; e++) {
-    const float q = fast ? div_fast(a[e], T) : div_exact(a[e], T);
-    d[e] = v[e] == -INFINITY ? -INFINITY : q;
+  const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  if (m4 > bm) { /* groups ascend: the first maximum stays */
+    bm = m4;
+    bj = j;
   }
 }
 
@@ -343,130 +357,149 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   uint32_t flags = 0;
   float rm = -INFINITY;
   double rs = 0.0;
-  if (lists) {
-    /* the lists touch any token: the raw logits as fp32 first */
+  float bm = -INFINITY;
+  int bj = 0;
+  bool nan = false;
+  with_fast(raw_t.fast, [&](auto fast) {
+    constexpr bool kFast = decltype(fast)::value;
+    if (lists) {
+      /* the lists touch any token: the raw logits as fp32 first */
+      for (int j = wlo + 4 * lane; j < wend; j += 128) {
+        float x[4];
+        fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
+        *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+      }
+      __syncthreads();
+      flags = apply_lists(in, r, lo, n, sv);
+      __syncthreads();
+    }
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       float x[4];
-      fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
-      if (want_raw) raw_add(x, raw_t, rm, rs);
+      if (lists) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+      } else {
+        fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
+      }
+      mask4(x, words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu, j, nan, bm, bj);
       *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
     }
-    __syncthreads();
-    flags = apply_lists(in, r, lo, n, sv);
-    __syncthreads();
-  }
-  float bm = -INFINITY;
-  int32_t bid = INT_MAX;
-  bool nan = false;
-  for (int j = wlo + 4 * lane; j < wend; j += 128) {
-    float x[4];
-    if (lists) {
-      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-      x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
-    } else {
-      fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
-      if (want_raw) raw_add(x, raw_t, rm, rs);
-    }
-    const uint32_t bits = words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const float v = x[e];
-      const bool below_inf = v < INFINITY; /* false for NaN and +Inf */
-      nan |= !below_inf;
-      x[e] = below_inf && v > -INFINITY && ((bits >> e) & 1u) ? v : -INFINITY;
-      if (x[e] > bm) { /* ids ascend: the first maximum stays */
-        bm = x[e];
-        bid = (int32_t)(lo + j + e);
-      }
-    }
-    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
-  }
+  });
   if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
   LoadStats mine;
-  mine.best = bm == -INFINITY ? 0ull : best_key(bm, bid);
-  mine.raw_sum = rs;
+  mine.best = 0ull;
+  if (bm > -INFINITY) { /* the first token of group bj equal to bm (this thread wrote it) */
+    const float4 q = *reinterpret_cast<const float4 *>(sv + bj);
+    const int e = q.x == bm ? 0 : q.y == bm ? 1 : q.z == bm ? 2 : 3;
+    mine.best = best_key(bm, (int32_t)(lo + bj + e));
+  }
   mine.raw_max = rm;
   mine.flags = flags;
-  const LoadStats identity1 = {0ull, 0.0, -INFINITY, 0u};
-  const LoadStats st = cluster_reduce(mine, identity1, CombineLoad{raw_t, want_raw}, load_part,
-                                      &load_slot, &load_result);
+  const LoadStats identity1 = {0ull, -INFINITY, 0u};
+  const LoadStats st =
+      cluster_reduce(mine, identity1, CombineLoad{}, load_part, &load_slot, &load_result);
   flags = st.flags;
   const bool empty = st.best == 0;
   if (empty) flags |= INGOT_SAMPLING_ROW_EMPTY;
   const float m = empty ? 0.0f : best_value(st.best);
   const int32_t argmax = empty ? -1 : best_id(st.best);
 
-  /* ---- 2. s_i, the mass and (sample) the draw ---- */
+  /* ---- 2. the masses and (sample) the draw ---- */
+  /* sv holds the masked logits; s_i = (l_i - m) / T is computed where it is
+   * used: by `scaled` for masses and the draw's filters, by div_exact (the
+   * CPU's bits) for the draw keys and the drawn token */
   const bool soft = !empty && T > 0.0f;
-  double mass = 0.0;
+  double mass = 0.0, raw_sum = 0.0;
   int32_t token = argmax; /* greedy, or -1 */
   const Divisor div_t = divisor_of(soft ? T : 1.0f);
   if (kMode == kDenseSoftmax && soft) {
-    for (int j = wlo + 4 * lane; j < wend; j += 128) {
-      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-      float x[4] = {q.x, q.y, q.z, q.w};
-      float d[4];
-      scaled4(x, m, div_t, d);
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      for (int j = wlo + 4 * lane; j < wend; j += 128) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        const float x[4] = {q.x, q.y, q.z, q.w};
+        float w[4];
 #pragma unroll
-      for (int e = 0; e < 4; e++) x[e] = fast_exp(d[e]); /* -Inf gives 0 */
-      mass += sum4(x[0], x[1], x[2], x[3]);
-      *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
-    }
+        for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), div_t); /* -Inf: 0 */
+        mass += sum4(w);
+        *reinterpret_cast<float4 *>(sv + j) = make_float4(w[0], w[1], w[2], w[3]);
+      }
+    });
   }
+  unsigned long long best = 0ull;
   if (kMode == kDenseSample && soft) {
     /* the argmax token's key: s = 0, so the key is its noise exactly */
     const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
-    int count = 0; /* this warp's candidates (warp-uniform) */
-    const unsigned below = (1u << lane) - 1u;
-    for (int j0 = wlo; j0 < wend; j0 += 128) { /* warp-uniform trip count */
-      const int j = j0 + 4 * lane;
-      float s[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-      if (j < wend) {
-        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-        const float v[4] = {q.x, q.y, q.z, q.w};
-        scaled4(v, m, div_t, s);
-        *reinterpret_cast<float4 *>(sv + j) = make_float4(s[0], s[1], s[2], s[3]);
-        if (want_mass) mass += sum4(fast_exp(s[0]), fast_exp(s[1]), fast_exp(s[2]), fast_exp(s[3]));
-      }
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const bool c = s[e] >= cut;
-        const unsigned ballot = __ballot_sync(0xffffffffu, c);
-        if (c) cand[wlo + count + __popc(ballot & below)] = (uint16_t)(j + e);
-        count += __popc(ballot);
-      }
-    }
-    __syncwarp();
-    float best = -INFINITY;
+    uint16_t *wcand = cand + wlo; /* this warp's candidates (offsets in the block) */
+    float best_k = -INFINITY;
     int32_t best_tok = INT_MAX;
-    for (int i = lane; i < count; i += 32) {
-      const int j = cand[wlo + i];
-      const float s = sv[j];
-      const int32_t id = (int32_t)(lo + j);
-      const float u = ingot_sampling_ref_uniform(seed, position, (uint32_t)id);
-      const float approx = __fadd_rn(s, gumbel_approx(u));
-      if (approx < __fsub_rn(fmaxf(l0, best), kApproxSlack)) continue;
-      const float key = __fadd_rn(s, ingot_sampling_ref_gumbel_of(u));
-      if (key > best || (key == best && id < best_tok)) {
-        best = key;
-        best_tok = id;
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      int count = 0; /* warp-uniform */
+      const unsigned below = (1u << lane) - 1u;
+      for (int j0 = wlo; j0 < wend; j0 += 128) { /* warp-uniform trip count */
+        const int j = j0 + 4 * lane;
+        unsigned c = 0; /* bit e: token j + e is a candidate */
+        if (j < wend) {
+          const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+          const float x[4] = {q.x, q.y, q.z, q.w};
+          float sc[4];
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            sc[e] = scaled<kFast>(__fsub_rn(x[e], m), div_t); /* masked: NaN or -Inf */
+            c |= (sc[e] >= cut ? 1u : 0u) << e;
+          }
+          if (want_mass) {
+            float w[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) w[e] = fast_exp(sc[e]);
+            mass += sum4(w);
+          }
+        }
+        /* compaction: this thread's count (0-4) by its three bits, one ballot each */
+        const unsigned k = __popc(c);
+        const unsigned b0 = __ballot_sync(0xffffffffu, k & 1u);
+        const unsigned b1 = __ballot_sync(0xffffffffu, k & 2u);
+        const unsigned b2 = __ballot_sync(0xffffffffu, k & 4u);
+        int at = count + __popc(b0 & below) + 2 * __popc(b1 & below) + 4 * __popc(b2 & below);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (c & (1u << e)) wcand[at++] = (uint16_t)(j + e);
+        count += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
       }
-    }
+      __syncwarp();
+      for (int i = lane; i < count; i += 32) {
+        const int j = wcand[i];
+        const float d = __fsub_rn(sv[j], m);
+        const int32_t id = (int32_t)(lo + j);
+        const float u = ingot_sampling_ref_uniform(seed, position, (uint32_t)id);
+        /* `scaled` is exact here but for |s| tiny or huge, far below the slack */
+        const float approx = __fadd_rn(scaled<kFast>(d, div_t), gumbel_approx(u));
+        if (approx < __fsub_rn(fmaxf(l0, best_k), kApproxSlack)) continue;
+        const float key = __fadd_rn(div_exact(d, div_t), ingot_sampling_ref_gumbel_of(u));
+        if (key > best_k || (key == best_k && id < best_tok)) {
+          best_k = key;
+          best_tok = id;
+        }
+      }
+    });
+    if (best_k > -INFINITY) best = best_key(best_k, best_tok);
+  }
+  if (kMode == kDenseSoftmax ? soft : soft || want_raw) {
     DrawStats d;
     d.mass = mass;
-    d.best = best == -INFINITY ? 0ull : best_key(best, best_tok);
-    const DrawStats identity2 = {0.0, 0ull};
+    /* this thread's raw sum, relative to the row's raw maximum */
+    d.raw_sum = want_raw ? rs * (double)mass_of<false>(__fsub_rn(rm, st.raw_max), raw_t) : 0.0;
+    d.best = best;
+    const DrawStats identity2 = {0.0, 0.0, 0ull};
     const DrawStats fin =
         cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result);
     mass = fin.mass;
-    token = best_id(fin.best);
-  } else if (kMode == kDenseSoftmax && soft) {
-    DrawStats d;
-    d.mass = mass;
-    d.best = 0;
-    const DrawStats identity2 = {0.0, 0ull};
-    mass = cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result).mass;
+    raw_sum = fin.raw_sum;
+    if (kMode == kDenseSample && soft) token = best_id(fin.best);
   }
 
   /* ---- 3. outputs ---- */
@@ -476,14 +509,18 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     const float inv_z = soft ? (float)(1.0 / mass) : 0.0f;
     float *prow = a.probs + r * a.probs_stride + lo;
     const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
+    const int hot = soft || token < lo || token >= lo + n ? -1 : (int)(token - lo);
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       if (j >= n) break;
       float p[4];
-      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-      const float w[4] = {q.x, q.y, q.z, q.w};
+      if (soft) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        p[0] = __fmul_rn(q.x, inv_z), p[1] = __fmul_rn(q.y, inv_z);
+        p[2] = __fmul_rn(q.z, inv_z), p[3] = __fmul_rn(q.w, inv_z);
+      } else {
 #pragma unroll
-      for (int e = 0; e < 4; e++)
-        p[e] = soft ? __fmul_rn(w[e], inv_z) : (lo + j + e == token ? 1.0f : 0.0f);
+        for (int e = 0; e < 4; e++) p[e] = j + e == hot ? 1.0f : 0.0f;
+      }
       if (pvec && j + 3 < n) {
         *reinterpret_cast<float4 *>(prow + j) = make_float4(p[0], p[1], p[2], p[3]);
       } else {
@@ -501,12 +538,14 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     }
     if (token >= lo && token < lo + n && threadIdx.x == 0) {
       if (o.token_logprob)
-        o.token_logprob[r] = T > 0.0f ? (float)((double)sv[token - lo] - log(mass)) : 0.0f;
+        o.token_logprob[r] =
+            T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
+                     : 0.0f;
       if (o.token_raw_logprob) {
         /* the drawn token is allowed, so its raw logit is finite */
         const float x = ingot_sampling_load(row, dtype, token - lo);
         const float v = div_exact(__fsub_rn(x, st.raw_max), raw_t);
-        o.token_raw_logprob[r] = (float)((double)v - log(st.raw_sum));
+        o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
       }
     }
   }
