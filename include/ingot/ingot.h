@@ -754,10 +754,10 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * larger V returns NOT_SUPPORTED before launch. Two kernels; which one
  * serves a row depends only on that row's parameters and the call's
  * outputs:
- *   - DENSE (1.5-2.7x faster): rows with no filter (top_k 0 or >= V,
+ *   - DENSE (1.8-3.8x faster): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0) of a call without top-n outputs. Tokens are the
  *     CPU's bit for bit (no filter: no mass decides anything). Masses use a
- *     fast exp (within 3 ulp; a weight e^{s_i} below 2^-125 counts as 0, so
+ *     fast exp (within 3 ulp; a weight e^{s_i} below 2^-126 counts as 0, so
  *     such a probability is 0) and sums in an order fixed by V and the
  *     device.
  *   - GENERAL: rows with a filter, a bad value, or in a call with top-n

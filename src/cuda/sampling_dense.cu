@@ -14,20 +14,28 @@
  * and the probabilities written once. Block: 16 warps, warp w owns the
  * contiguous tokens [w * chunk / 16, (w + 1) * chunk / 16) of the block;
  * the whole chunk is copied in with cp.async, every copy in flight at once.
- * Two cluster reductions: (max, argmax, flags, the raw distribution's max
- * and sum) after the load, then (mass, best key).
+ * Two cluster reductions: (argmax, flags, the raw distribution's max) after
+ * the load, then (mass, raw sum, best key).
  *
  * What is exact and what is within a tolerance:
- *   - s_i = (l_i - m) / T and the draw keys s_i + g_i are the reference's
+ *   - the draw keys s_i + g_i, with s_i = (l_i - m) / T, are the reference's
  *     single IEEE operations (src/common/sampling_ref.h), so the drawn token
  *     is the CPU's, bit for bit, always (no filter, no mass-dependent
- *     decision);
+ *     decision); s_i is computed exactly (div_exact) only where a key needs
+ *     it, and by `scaled` (exact in the normal range, no range check) for
+ *     masses and the draw's filter;
  *   - the masses (probabilities, log-probabilities) use an FMA exp within
- *     3 ulp (not the portable one; masses below 2^-125 are 0) and sums in a
- *     fixed order that depends only on V and C: deterministic and
- *     batch-invariant, within 1e-6 of the CPU's double sums.
- * s_i costs three FMA-pipe operations: the division by T reuses one
- * reciprocal (div_fast, exact; dev/cuda/sampling_math.cu checks it).
+ *     3 ulp (not the portable one; masses below 2^-126 are 0), summed four
+ *     at a time in fp32 and then in double, in an order fixed by V and C:
+ *     deterministic and batch-invariant, within 1e-6 of the CPU's double
+ *     sums. The raw distribution's sum runs online per thread (running max,
+ *     rescaled sum) and is brought to the row's raw maximum once, in the
+ *     second reduction.
+ * Per token the common case costs about a dozen FMA-pipe operations and one
+ * hardware 2^x a pass: the division by T reuses one reciprocal (div_fast;
+ * dev/cuda/sampling_math.cu checks it and the exp on every input that
+ * matters), and the loops that divide carry no range check (the row's T
+ * decides once, through with_fast).
  *
  * The draw evaluates the exact Gumbel noise (two portable logs) only where
  * it can matter. L0 = the exact key of the argmax token (s = 0) bounds the
