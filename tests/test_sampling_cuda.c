@@ -156,6 +156,7 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
       if (row_kind == 1 && test_rand() % 997 == 0) v = NAN;  /* NaN sprinkles */
       if (row_kind == 2) v = -INFINITY;                      /* empty row */
       if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
+      if (row_kind == 5 && i % (V / 5 + 1) != 0) v = -INFINITY; /* ~5 tokens: fewer than k */
       set_logit(b, r, i, v);
     }
     if (b->allowed)

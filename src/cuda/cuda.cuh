@@ -72,16 +72,20 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                size_t workspace_bytes, struct CUstream_st *stream);
 
 /* The dense kernel (src/cuda/sampling_dense.cu), for rows without a filter
- * in calls without top-n outputs. dense_mode (host only, nothing launched):
- * 0 when it serves no row of the call; 1 when it serves every row (no
- * filter tensor given); 2 when filter tensors are given: it serves the rows
- * without a filter (launch it with split = 1) and the general kernel the
- * others (also with split = 1). */
+ * and (ingot_sample) rows with a small top-k, in calls without top-n
+ * outputs. dense_mode (host only, nothing launched): 0 when it serves no
+ * row of the call; 1 when it serves every row (no filter tensor given); 2
+ * when filter tensors are given: it serves its rows (launch it with split =
+ * 1) and the general kernel the others (also with split = 1). dense_small_k:
+ * the largest top_k the dense kernel takes in such a call (0: none); both
+ * launches of the call get it. */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
                                    const ingot_sampling_input *in, int64_t num_top, int softmax);
+int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
+                                      const ingot_sampling_input *in, int softmax);
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                     const ingot_sampling_output *out, int split,
+                                     const ingot_sampling_output *out, int split, int small_k,
                                      struct CUstream_st *stream);
 ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
                                                const ingot_sampling_input *in, float *probs,

@@ -580,7 +580,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const bool rank0 = crank == 0;
   int phase = 0;
 
-  if (a.split && row_is_plain(in, r)) return; /* the dense kernel's row */
+  if (a.split && row_for_dense(a, r, kMode == kSample)) return; /* the dense kernel's row */
 
   /* ---- 1. load, bias, bans, NaN / bitmask; row max, count, flags ---- */
   const void *row = static_cast<const char *>(in.logits) +
@@ -928,7 +928,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
   (void)workspace, (void)workspace_bytes;
   static const char op[] = "ingot_sample";
   const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
-  if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, stream);
+  if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, 0, stream);
   /* the general kernel must be able to take its rows before anything is launched */
   Args args = {};
   args.in = *in;
@@ -938,7 +938,8 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
   ingot_status st = plan<kSample>(ctx, op, args, &g);
   if (st) return st;
   if (dense == 2) {
-    if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, stream))) return st;
+    args.small_k = ingot_cuda_sampling_dense_small_k(ctx, in, 0);
+    if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, args.small_k, stream))) return st;
     args.split = 1;
   }
   return launch<kSample>(ctx, op, args, g, stream);

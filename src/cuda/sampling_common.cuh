@@ -29,19 +29,29 @@ struct SamplingArgs {
   int chunk;                 /* tokens per block */
   int frac_bits;             /* general kernel: F of the fixed-point masses */
   int keep_raw;              /* general kernel: the raw logits stay in shared memory too */
-  int split; /* filter tensors given: the dense kernel takes the plain rows (row_is_plain),
-              * the general kernel the others; 0: a kernel takes every row */
+  int split;   /* filter tensors given: the dense kernel takes its rows (row_for_dense), the
+                * general kernel the others; 0: a kernel takes every row */
+  int small_k; /* ingot_sample: the dense kernel also takes rows with 1 <= top_k <= small_k
+                * (any top_p, min_p); 0: none. The same value in both launches of a call */
 };
 
-/* Whether row r needs no filter: top_k 0 or >= V, top_p 1, min_p 0, and every
- * per-row value valid (a bad one is flagged by the general kernel). */
-__device__ __forceinline__ bool row_is_plain(const ingot_sampling_input &in, int64_t r) {
+/* Whether a row with these parameters needs no filter: top_k 0 or >= V,
+ * top_p 1, min_p 0. */
+__device__ __forceinline__ bool params_plain(int32_t k, float p, float q, int64_t vocab) {
+  return (k == 0 || k >= vocab) && p == 1.0f && q == 0.0f;
+}
+
+/* Whether row r is the dense kernel's: every per-row value valid (a bad one
+ * is flagged by the general kernel) and no filter, or (ingot_sample) a top-k
+ * of at most a.small_k. Decided from the row's parameters alone. */
+__device__ __forceinline__ bool row_for_dense(const SamplingArgs &a, int64_t r, bool sample) {
+  const ingot_sampling_input &in = a.in;
   const float T = in.temperature ? in.temperature[r] : 1.0f;
   const int32_t k = in.top_k ? in.top_k[r] : 0;
   const float p = in.top_p ? in.top_p[r] : 1.0f;
   const float q = in.min_p ? in.min_p[r] : 0.0f;
-  return ingot_sampling_params_check(T, k, p, q) == 0 && (k == 0 || k >= in.vocab) && p == 1.0f &&
-         q == 0.0f;
+  return ingot_sampling_params_check(T, k, p, q) == 0 &&
+         (params_plain(k, p, q, in.vocab) || (sample && k >= 1 && k <= a.small_k));
 }
 
 /* A row whose per-row parameter breaks a rule (checked on the device, no

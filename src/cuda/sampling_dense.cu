@@ -288,6 +288,212 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, int j, bool &na
   }
 }
 
+/* ---- ingot_sample with a small top-k ------------------------------------------------ */
+
+/* Rows with 1 <= top_k <= kSmallK: the filters and the draw act on the top-k
+ * set only, so the kernel finds that set exactly and hands it to one warp,
+ * which runs the reference's own steps on it (portable exp, top-p sums in
+ * double in rank order, min-p, Gumbel keys): tokens identical to the CPU's
+ * even at top-p boundaries. A token's KEY is (rank_key(s) << 32 | ~id): the
+ * rank order as one integer, distinct for distinct tokens, 0 for none.
+ *   1. every block: exact s (div_exact) into sv, each thread's largest key;
+ *      the block's k largest of those, sorted (a bitonic sort per warp, then
+ *      ranks by binary search over the 16 warp lists);
+ *   2. every block (after a cluster barrier): L = the k-th largest of the
+ *      cluster's thread maxima, from the C sorted lists. At least k keys are
+ *      >= L, and only the k threads whose maximum is >= L hold such keys, so
+ *      there are at most k * chunk / 512 of them (chunk / 8 for k = 64);
+ *   3. every block: its keys >= L into a list in its 16-bit stage;
+ *   4. block 0 (after a cluster barrier): gathers the lists into its sv, ranks
+ *      them by counting, keeps ranks < k: the top-k set in rank order;
+ *   5. warp 0 of block 0: top-p, min-p, the draw and the final mass. */
+constexpr int kSmallK = 64;
+
+struct SmallKShared {
+  unsigned long long warp_max[kDenseWarps][32]; /* each warp's thread maxima, descending */
+  unsigned long long block_top[kSmallK];        /* the block's k largest thread maxima */
+  unsigned long long top[kSmallK];              /* block 0: the row's top-k, rank order */
+  float s[kSmallK], w[kSmallK];                 /* block 0: their s and portable exp, */
+  float key[kSmallK];                           /* draw key s + g */
+  double cum[kSmallK];                          /* and the cumulative sums of w */
+  unsigned long long threshold;                 /* L */
+  int count;                                    /* this block's keys >= L */
+  int offset[17];                               /* block 0: where each block's keys go */
+  int32_t token;                                /* block 0: the result */
+  float logprob;
+};
+
+/* Entries of a[0, len) greater than x; a is descending (zeros, for none, last). */
+__device__ __forceinline__ int count_greater(const unsigned long long *a, int len,
+                                             unsigned long long x) {
+  int lo = 0, hi = len;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (a[mid] > x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* The warp's 32 values (one a lane), sorted descending over the lanes. */
+__device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long v) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      const unsigned long long o = shfl_xor(v, stride);
+      const bool keep_max = ((lane & size) == 0) == ((lane & stride) == 0);
+      v = keep_max ? (v > o ? v : o) : (v < o ? v : o);
+    }
+  return v;
+}
+
+/* Steps 1-5 above for row r (T > 0, a row-uniform branch: every thread of
+ * every block of the cluster calls it). sv holds the block's masked logits
+ * (overwritten); stage, its 16-bit stage (chunk * 2 bytes, at least C *
+ * kSmallK keys: ingot_cuda_sampling_dense_small_k), is scratch. In block 0
+ * the result is left in sh.token and sh.logprob. */
+__device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
+                             int wlo, int wend, float m, const Divisor &div_t, int k, float top_p,
+                             float min_p, uint64_t seed, uint64_t position) {
+  const int lane = lane_id(), warp = warp_id();
+  const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
+  /* 1. */
+  unsigned long long tmax = 0;
+  for (int j = wlo + 4 * lane; j < wend; j += 128) {
+    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+    float x[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      x[e] = x[e] == -INFINITY ? -INFINITY : div_exact(__fsub_rn(x[e], m), div_t);
+      if (x[e] != -INFINITY) {
+        const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
+        tmax = key > tmax ? key : tmax;
+      }
+    }
+    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+  }
+  sh.warp_max[warp][lane] = warp_sort_desc(tmax);
+  if (threadIdx.x < kSmallK) sh.block_top[threadIdx.x] = 0;
+  if (threadIdx.x == 0) sh.threshold = 1, sh.count = 0;
+  __syncthreads();
+  if (tmax != 0) {
+    int rank = 0;
+    for (int w = 0; w < kDenseWarps; w++) rank += count_greater(sh.warp_max[w], 32, tmax);
+    if (rank < k) sh.block_top[rank] = tmax;
+  }
+  cluster_sync();
+  /* 2. the C lists side by side in stage, then the key with k - 1 above it
+   * (none when fewer than k threads hold a token: L stays 1, every token) */
+  const int lists = (int)cblocks * k;
+  for (int e = threadIdx.x; e < lists; e += kDenseThreads)
+    stage[e] = *remote(&sh.block_top[e % k], (unsigned)(e / k));
+  __syncthreads();
+  for (int e = threadIdx.x; e < lists; e += kDenseThreads) {
+    const unsigned long long x = stage[e];
+    if (x == 0) continue;
+    int rank = 0;
+    for (unsigned b = 0; b < cblocks; b++) rank += count_greater(stage + b * k, k, x);
+    if (rank == k - 1) sh.threshold = x;
+  }
+  __syncthreads();
+  /* 3. */
+  const unsigned long long L = sh.threshold;
+  for (int j = wlo + 4 * lane; j < wend; j += 128) {
+    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+    const float v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (v[e] == -INFINITY) continue;
+      const unsigned long long key = best_key(v[e], (int32_t)(lo + j + e));
+      if (key >= L) stage[atomicAdd(&sh.count, 1)] = key;
+    }
+  }
+  cluster_sync();
+  if (crank != 0) return; /* the lists are read until the caller's next cluster barrier */
+  /* 4. */
+  if (threadIdx.x < cblocks) sh.offset[threadIdx.x + 1] = *remote(&sh.count, threadIdx.x);
+  if (threadIdx.x < kSmallK) sh.top[threadIdx.x] = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sh.offset[0] = 0;
+    for (unsigned b = 0; b < cblocks; b++) sh.offset[b + 1] += sh.offset[b];
+  }
+  __syncthreads();
+  unsigned long long *all = reinterpret_cast<unsigned long long *>(sv); /* chunk / 2 keys */
+  for (unsigned b = 0; b < cblocks; b++) {
+    const unsigned long long *src = remote(stage, b);
+    const int at = sh.offset[b], c = sh.offset[b + 1] - at;
+    for (int i = threadIdx.x; i < c; i += kDenseThreads) all[at + i] = src[i];
+  }
+  __syncthreads();
+  /* ranks by counting; the k first get their exp and draw key here, in
+   * parallel (whether they are drawn from is decided below) */
+  const int total = sh.offset[cblocks];
+  for (int c = threadIdx.x; c < total; c += kDenseThreads) {
+    const unsigned long long x = all[c];
+    int rank = 0;
+    for (int d = 0; d < total; d++) rank += all[d] > x;
+    if (rank >= k) continue;
+    const float sx = best_value(x);
+    const int32_t id = best_id(x);
+    sh.top[rank] = x;
+    sh.s[rank] = sx;
+    sh.w[rank] = ingot_sampling_ref_exp(sx);
+    sh.key[rank] = __fadd_rn(sx, ingot_sampling_ref_gumbel(seed, position, (uint32_t)id));
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  /* 5. K = entries 0 .. nk - 1 in rank order. The reference's cumulative sum
+   * in double, in its order (lane 0); top-p keeps the prefix up to the first
+   * sum >= p * total; min-p drops a suffix (s descends): F is a prefix too */
+  if (lane == 0) {
+    double sum = 0.0;
+    for (int j = 0; j < kSmallK && sh.top[j] != 0; j++) sh.cum[j] = sum += (double)sh.w[j];
+  }
+  __syncwarp();
+  const float floor_s = min_p > 0.0f ? ingot_sampling_ref_log(min_p) : -INFINITY;
+  int nk = 0, keep = kSmallK, kept = kSmallK;
+  unsigned long long best = 0;
+  for (int h = 0; h < kSmallK / 32; h++) {
+    const int j = lane + 32 * h;
+    nk += __popc(__ballot_sync(0xffffffffu, sh.top[j] != 0));
+  }
+  const double target = (double)top_p * sh.cum[nk - 1];
+  for (int h = 0; h < kSmallK / 32; h++) {
+    const int j = lane + 32 * h;
+    const bool valid = j < nk;
+    const unsigned reach = __ballot_sync(0xffffffffu, valid && top_p < 1.0f && sh.cum[j] >= target);
+    const unsigned low = __ballot_sync(0xffffffffu, valid && sh.s[j] < floor_s);
+    if (reach && keep == kSmallK) keep = 32 * h + __ffs(reach);     /* through the first */
+    if (low && kept == kSmallK) kept = 32 * h + __ffs(low) - 1;     /* before the first */
+  }
+  const int f = min(min(keep, kept), nk); /* |F| >= 1: the maximum is never dropped */
+  for (int h = 0; h < kSmallK / 32; h++) {
+    const int j = lane + 32 * h;
+    if (j < f) {
+      const unsigned long long b = best_key(sh.key[j], best_id(sh.top[j]));
+      best = b > best ? b : best;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long b = shfl_xor(best, o);
+    best = b > best ? b : best;
+  }
+  if (lane == 0) {
+    const int32_t token = best_id(best);
+    float s_token = 0.0f;
+    for (int j = 0; j < f; j++)
+      if (best_id(sh.top[j]) == token) s_token = sh.s[j];
+    sh.token = token;
+    sh.logprob = (float)((double)s_token - log(sh.cum[f - 1]));
+  }
+}
+
 /* ---- the kernel -------------------------------------------------------------------- */
 
 /* Blocks per SM the registers must allow: the softmax's 64 KB rows fit three
@@ -309,6 +515,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       stage16 + (kMode == kDenseSample || !f32 ? a.chunk : 0));
   __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
+  __shared__ SmallKShared small_sh;
 
   const ingot_sampling_input &in = a.in;
   const BlockPart part = block_part(a);
@@ -331,7 +538,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 
   /* a row of the general kernel's (filter tensors given): decided before
    * anything is loaded, the whole cluster alike */
-  if (a.split && !row_is_plain(in, r)) return;
+  if (a.split && !row_for_dense(a, r, kMode == kDenseSample)) return;
 
   /* ---- 1. load, bias, bans, NaN / bitmask; argmax, flags, raw stats ---- */
   /* Every 16-byte (f32) / 8-byte (16-bit) group of the block's logits and
@@ -354,6 +561,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const float T = in.temperature ? in.temperature[r] : 1.0f;
   const uint64_t seed = kMode == kDenseSample && in.seed ? in.seed[r] : 0;
   const uint64_t position = kMode == kDenseSample && in.position ? in.position[r] : 0;
+  /* a row with a filter here has a small top-k (row_for_dense) */
+  const int32_t top_k = kMode == kDenseSample && in.top_k ? in.top_k[r] : 0;
+  const float top_p = kMode == kDenseSample && in.top_p ? in.top_p[r] : 1.0f;
+  const float min_p = kMode == kDenseSample && in.min_p ? in.min_p[r] : 0.0f;
+  const bool small = kMode == kDenseSample && !params_plain(top_k, top_p, min_p, in.vocab);
   asm volatile("cp.async.wait_all;" ::: "memory");
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
     write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
@@ -437,7 +649,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     });
   }
   unsigned long long best = 0ull;
-  if (kMode == kDenseSample && soft) {
+  if (kMode == kDenseSample && soft && small) {
+    small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
+                 div_t, top_k, top_p, min_p, seed, position);
+  } else if (kMode == kDenseSample && soft) {
     /* the argmax token's key: s = 0, so the key is its noise exactly */
     const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
@@ -507,7 +722,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result);
     mass = fin.mass;
     raw_sum = fin.raw_sum;
-    if (kMode == kDenseSample && soft) token = best_id(fin.best);
+    if (kMode == kDenseSample && soft) token = small ? (rank0 ? small_sh.token : -1) : best_id(fin.best);
   }
 
   /* ---- 3. outputs ---- */
@@ -544,11 +759,16 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         if (o.token_raw_logprob) o.token_raw_logprob[r] = -INFINITY;
       }
     }
-    if (token >= lo && token < lo + n && threadIdx.x == 0) {
+    /* the block holding the token writes its log-probabilities; block 0 for
+     * a small top-k (it alone knows the token, and its sv is scratch now) */
+    const bool small_draw = small && soft;
+    if (token >= 0 && threadIdx.x == 0 &&
+        (small_draw ? rank0 : token >= lo && token < lo + n)) {
       if (o.token_logprob)
         o.token_logprob[r] =
-            T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
-                     : 0.0f;
+            small_draw ? small_sh.logprob
+            : T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
+                       : 0.0f;
       if (o.token_raw_logprob) {
         /* the drawn token is allowed, so its raw logit is finite */
         const float x = ingot_sampling_load(row, dtype, token - lo);
@@ -673,6 +893,15 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
 
 }  // namespace
 
+int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
+                                      const ingot_sampling_input *in, int softmax) {
+  int c, chunk;
+  dense_geometry(ctx, in->vocab, &c, &chunk);
+  /* the small-k scratch (small_k_draw) lives in the block's 16-bit stage:
+   * chunk * 2 bytes for C lists of kSmallK keys */
+  return !softmax && (size_t)chunk * 2 >= (size_t)c * kSmallK * 8 ? kSmallK : 0;
+}
+
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
                                    const ingot_sampling_input *in, int64_t num_top, int softmax) {
   const bool fits =
@@ -682,13 +911,14 @@ int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
 }
 
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                     const ingot_sampling_output *out, int split,
+                                     const ingot_sampling_output *out, int split, int small_k,
                                      struct CUstream_st *stream) {
   DenseArgs args = {};
   args.in = *in;
   args.out = *out;
   args.row_status = out->row_status;
   args.split = split;
+  args.small_k = small_k;
   return dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
 }
 
