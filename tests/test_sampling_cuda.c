@@ -157,6 +157,7 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
       if (row_kind == 2) v = -INFINITY;                      /* empty row */
       if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
       if (row_kind == 5 && i % (V / 5 + 1) != 0) v = -INFINITY; /* ~5 tokens: fewer than k */
+      if (row_kind == 6) v = (float)(shift - 0.01 * (double)i); /* descending: the top in one block */
       set_logit(b, r, i, v);
     }
     if (b->allowed)

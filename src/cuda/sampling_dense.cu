@@ -317,7 +317,8 @@ struct SmallKShared {
   float key[kSmallK];                           /* draw key s + g */
   double cum[kSmallK];                          /* and the cumulative sums of w */
   unsigned long long threshold;                 /* L */
-  int count;                                    /* this block's keys >= L */
+  int count[2];                                 /* this block's keys >= L, each attempt */
+  int fits;                                     /* the keys fit (both lists, all blocks) */
   int offset[17];                               /* block 0: where each block's keys go */
   int32_t token;                                /* block 0: the result */
   float logprob;
@@ -378,7 +379,7 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
   }
   sh.warp_max[warp][lane] = warp_sort_desc(tmax);
   if (threadIdx.x < kSmallK) sh.block_top[threadIdx.x] = 0;
-  if (threadIdx.x == 0) sh.threshold = 1, sh.count = 0;
+  if (threadIdx.x == 0) sh.count[0] = sh.count[1] = 0;
   __syncthreads();
   if (tmax != 0) {
     int rank = 0;
@@ -386,48 +387,70 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
     if (rank < k) sh.block_top[rank] = tmax;
   }
   cluster_sync();
-  /* 2. the C lists side by side in stage, then the key with k - 1 above it
-   * (none when fewer than k threads hold a token: L stays 1, every token) */
-  const int lists = (int)cblocks * k;
-  for (int e = threadIdx.x; e < lists; e += kDenseThreads)
-    stage[e] = *remote(&sh.block_top[e % k], (unsigned)(e / k));
-  __syncthreads();
-  for (int e = threadIdx.x; e < lists; e += kDenseThreads) {
-    const unsigned long long x = stage[e];
-    if (x == 0) continue;
-    int rank = 0;
-    for (unsigned b = 0; b < cblocks; b++) rank += count_greater(stage + b * k, k, x);
-    if (rank == k - 1) sh.threshold = x;
-  }
-  __syncthreads();
-  /* 3. */
-  const unsigned long long L = sh.threshold;
-  for (int j = wlo + 4 * lane; j < wend; j += 128) {
-    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-    const float v[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      if (v[e] == -INFINITY) continue;
-      const unsigned long long key = best_key(v[e], (int32_t)(lo + j + e));
-      if (key >= L) stage[atomicAdd(&sh.count, 1)] = key;
+  /* 2-3, first with the t largest of each list (L is then the k-th largest
+   * of a subset: still valid, usually close, cheap to rank by counting);
+   * if that leaves more keys than the lists can hold, again with all k (the
+   * bound above), ranked by binary searches. The branch is the cluster's:
+   * every block sees the same counts. */
+  const int t = (int)min((unsigned)k, (2u * (unsigned)k + cblocks - 1) / cblocks);
+  const int block_cap = (wend - wlo) * kDenseWarps / 4; /* stage: chunk / 4 keys */
+  const int all_cap = (wend - wlo) * kDenseWarps / 2;   /* block 0's sv: chunk / 2 keys */
+  for (int attempt = 0;; attempt++) {
+    const int len = attempt == 0 ? t : k, lists = (int)cblocks * len;
+    for (int e = threadIdx.x; e < lists; e += kDenseThreads)
+      stage[e] = *remote(&sh.block_top[e % len], (unsigned)(e / len));
+    if (threadIdx.x == 0) sh.threshold = 1; /* fewer than k thread maxima: every token */
+    __syncthreads();
+    for (int e = threadIdx.x; e < lists; e += kDenseThreads) {
+      const unsigned long long x = stage[e];
+      if (x == 0) continue;
+      int rank = 0;
+      if (attempt == 0)
+        for (int d = 0; d < lists; d++) rank += stage[d] > x;
+      else
+        for (unsigned b = 0; b < cblocks; b++) rank += count_greater(stage + b * len, len, x);
+      if (rank == k - 1) sh.threshold = x;
     }
+    __syncthreads();
+    /* 3. */
+    const unsigned long long L = sh.threshold;
+    int *count = &sh.count[attempt];
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+      const float v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        if (v[e] == -INFINITY) continue;
+        const unsigned long long key = best_key(v[e], (int32_t)(lo + j + e));
+        if (key < L) continue;
+        const int at = atomicAdd(count, 1);
+        if (at < block_cap) stage[at] = key;
+      }
+    }
+    cluster_sync();
+    if (threadIdx.x < cblocks) sh.offset[threadIdx.x + 1] = *remote(count, threadIdx.x);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      bool fits = true;
+      sh.offset[0] = 0;
+      for (unsigned b = 0; b < cblocks; b++) {
+        fits = fits && sh.offset[b + 1] <= block_cap;
+        sh.offset[b + 1] += sh.offset[b];
+      }
+      sh.fits = fits && sh.offset[cblocks] <= all_cap;
+    }
+    __syncthreads();
+    if (sh.fits || attempt == 1) break; /* the second attempt always fits */
+    __syncthreads(); /* sh.fits is read by all before the next attempt rewrites state */
   }
-  cluster_sync();
   if (crank != 0) return; /* the lists are read until the caller's next cluster barrier */
   /* 4. */
-  if (threadIdx.x < cblocks) sh.offset[threadIdx.x + 1] = *remote(&sh.count, threadIdx.x);
   if (threadIdx.x < kSmallK) sh.top[threadIdx.x] = 0;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    sh.offset[0] = 0;
-    for (unsigned b = 0; b < cblocks; b++) sh.offset[b + 1] += sh.offset[b];
-  }
-  __syncthreads();
   unsigned long long *all = reinterpret_cast<unsigned long long *>(sv); /* chunk / 2 keys */
-  for (unsigned b = 0; b < cblocks; b++) {
-    const unsigned long long *src = remote(stage, b);
+  for (int b = warp; b < (int)cblocks; b += kDenseWarps) { /* a warp a block's list */
+    const unsigned long long *src = remote(stage, (unsigned)b);
     const int at = sh.offset[b], c = sh.offset[b + 1] - at;
-    for (int i = threadIdx.x; i < c; i += kDenseThreads) all[at + i] = src[i];
+    for (int i = lane; i < c; i += 32) all[at + i] = src[i];
   }
   __syncthreads();
   /* ranks by counting; the k first get their exp and draw key here, in
@@ -484,13 +507,13 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
     const unsigned long long b = shfl_xor(best, o);
     best = b > best ? b : best;
   }
-  if (lane == 0) {
-    const int32_t token = best_id(best);
-    float s_token = 0.0f;
-    for (int j = 0; j < f; j++)
-      if (best_id(sh.top[j]) == token) s_token = sh.s[j];
-    sh.token = token;
-    sh.logprob = (float)((double)s_token - log(sh.cum[f - 1]));
+  const int32_t token = best_id(best);
+  for (int h = 0; h < kSmallK / 32; h++) {
+    const int j = lane + 32 * h;
+    if (j < f && best_id(sh.top[j]) == token) {
+      sh.token = token;
+      sh.logprob = (float)((double)sh.s[j] - log(sh.cum[f - 1]));
+    }
   }
 }
 
