@@ -755,15 +755,21 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * serves a row depends only on that row's parameters and the call's
  * outputs:
  *   - DENSE (1.8-3.8x faster): rows with no filter (top_k 0 or >= V,
- *     top_p 1, min_p 0) of a call without top-n outputs. Tokens are the
- *     CPU's bit for bit (no filter: no mass decides anything). Masses use a
- *     fast exp (within 3 ulp; a weight e^{s_i} below 2^-126 counts as 0, so
- *     such a probability is 0) and sums in an order fixed by V and the
- *     device.
- *   - GENERAL: rows with a filter, a bad value, or in a call with top-n
- *     outputs. Masses are the portable exp summed as exact 64-bit
- *     fixed-point integers (w * 2^F, F = min(62, 63 - ceil(log2 V)));
- *     tokens identical to the CPU except at top-p boundaries (see above).
+ *     top_p 1, min_p 0) of a call without top-n outputs, and rows of
+ *     ingot_sample (no top-n) with 1 <= top_k <= 64, whatever their top_p
+ *     and min_p. Tokens are the CPU's bit for bit: without a filter no mass
+ *     decides anything; with a small top-k the kernel finds the top-k set
+ *     exactly and runs the reference's own top-p sums (portable exp, double,
+ *     rank order), min-p and draw on it, so not even a top-p boundary
+ *     differs. Other masses use a fast exp (within 3 ulp; a weight e^{s_i}
+ *     below 2^-126 counts as 0, so such a probability is 0) and sums in an
+ *     order fixed by V and the device.
+ *   - GENERAL: the other rows (a larger top-k, top-p or min-p without a
+ *     small top-k, any filtered row of ingot_sampling_softmax), rows with a
+ *     bad value, and every row of a call with top-n outputs. Masses are the
+ *     portable exp summed as exact 64-bit fixed-point integers (w * 2^F,
+ *     F = min(62, 63 - ceil(log2 V))); tokens identical to the CPU except at
+ *     top-p boundaries (see above).
  *   A call without top_k / top_p / min_p tensors launches the dense kernel
  *   only; with them (and no top-n) both kernels are launched, each taking
  *   its rows, so passing NULL for unused filters saves a launch.

@@ -1,12 +1,13 @@
 /*
- * Sampling, CUDA backend: the DENSE path. ingot_sampling_softmax and
- * ingot_sample when no filter is asked for (no top_k, top_p or min_p
- * tensor, no top-n output): masks, bias, bans, temperature, greedy, the
- * Gumbel-max draw and the drawn token's two log-probabilities. That is the
- * common decode step, and it needs neither radix selects nor fixed-point
- * masses, so this kernel is the lean one; src/cuda/sampling.cu keeps the
- * general kernel for the filters. The rules are the Sampling section of
- * include/ingot/ingot.h.
+ * Sampling, CUDA backend: the DENSE path. Rows of ingot_sampling_softmax
+ * and ingot_sample without a filter (calls without top-n outputs): masks,
+ * bias, bans, temperature, greedy, the Gumbel-max draw and the drawn
+ * token's two log-probabilities. That is the common decode step, and it
+ * needs neither radix selects nor fixed-point masses. Also ingot_sample
+ * rows with 1 <= top_k <= kSmallK (any top_p, min_p): the filters act on
+ * the top-k set only, which small_k_draw finds exactly. src/cuda/sampling.cu
+ * keeps the general kernel for the other rows. The rules are the Sampling
+ * section of include/ingot/ingot.h.
  *
  * Shape. ONE launch; a row is processed by a cluster of C blocks (C depends
  * on V and the device, never on B), block b holding the row's tokens
