@@ -297,14 +297,18 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, int j, bool &na
  * double in rank order, min-p, Gumbel keys): tokens identical to the CPU's
  * even at top-p boundaries. A token's KEY is (rank_key(s) << 32 | ~id): the
  * rank order as one integer, distinct for distinct tokens, 0 for none.
- *   1. every block: exact s (div_exact) into sv, each thread's largest key;
- *      the block's k largest of those, sorted (a bitonic sort per warp, then
- *      ranks by binary search over the 16 warp lists);
- *   2. every block (after a cluster barrier): L = the k-th largest of the
- *      cluster's thread maxima, from the C sorted lists. At least k keys are
- *      >= L, and only the k threads whose maximum is >= L hold such keys, so
- *      there are at most k * chunk / 512 of them (chunk / 8 for k = 64);
- *   3. every block: its keys >= L into a list in its 16-bit stage;
+ *   1. every block: exact s (div_exact) into sv, each thread's largest key,
+ *      sorted over each warp (bitonic);
+ *   2. every block: its t = ceil(2k / C) largest thread maxima (ranked by
+ *      counting among the warps' t largest); after a cluster barrier, L = the
+ *      k-th largest of the C lists' keys. At least k keys are >= L;
+ *   3. every block: its keys >= L into a list in its 16-bit stage; after a
+ *      cluster barrier, every block reads the C counts. If some list would
+ *      overflow (the row's largest values crowded into few blocks), steps 2-3
+ *      again with k-deep lists (ranked by binary searches over the warp
+ *      lists): L is then the exact k-th largest thread maximum, only the k
+ *      threads whose maximum is >= L hold keys >= L, so there are at most
+ *      k * chunk / 512 of them (chunk / 8 for k = 64), which always fits;
  *   4. block 0 (after a cluster barrier): gathers the lists into its sv, ranks
  *      them by counting, keeps ranks < k: the top-k set in rank order;
  *   5. warp 0 of block 0: top-p, min-p, the draw and the final mass. */
@@ -382,21 +386,33 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
   if (threadIdx.x < kSmallK) sh.block_top[threadIdx.x] = 0;
   if (threadIdx.x == 0) sh.count[0] = sh.count[1] = 0;
   __syncthreads();
-  if (tmax != 0) {
-    int rank = 0;
-    for (int w = 0; w < kDenseWarps; w++) rank += count_greater(sh.warp_max[w], 32, tmax);
-    if (rank < k) sh.block_top[rank] = tmax;
-  }
-  cluster_sync();
-  /* 2-3, first with the t largest of each list (L is then the k-th largest
-   * of a subset: still valid, usually close, cheap to rank by counting);
-   * if that leaves more keys than the lists can hold, again with all k (the
-   * bound above), ranked by binary searches. The branch is the cluster's:
-   * every block sees the same counts. */
+  /* 2-3, first with the t largest of each block's list (L is then the k-th
+   * largest of a subset: still valid, usually close, cheap to rank by
+   * counting); if that leaves more keys than the lists can hold, again with
+   * all k (the bound above), ranked by binary searches. The branch is the
+   * cluster's: every block sees the same counts. */
   const int t = (int)min((unsigned)k, (2u * (unsigned)k + cblocks - 1) / cblocks);
   const int block_cap = (wend - wlo) * kDenseWarps / 4; /* stage: chunk / 4 keys */
   const int all_cap = (wend - wlo) * kDenseWarps / 2;   /* block 0's sv: chunk / 2 keys */
   for (int attempt = 0;; attempt++) {
+    if (attempt == 0) {
+      /* the block's t largest thread maxima lie among the warps' t largest:
+       * rank those 16 x min(t, 32) entries by counting */
+      const int tt = min(t, 32), entries = kDenseWarps * tt;
+      for (int e = threadIdx.x; e < entries; e += kDenseThreads) {
+        const unsigned long long x = sh.warp_max[e / tt][e % tt];
+        if (x == 0) continue;
+        int rank = 0;
+        for (int w = 0; w < kDenseWarps; w++)
+          for (int d = 0; d < tt; d++) rank += sh.warp_max[w][d] > x;
+        if (rank < t) sh.block_top[rank] = x;
+      }
+    } else if (tmax != 0) { /* all k: each thread ranks its own maximum */
+      int rank = 0;
+      for (int w = 0; w < kDenseWarps; w++) rank += count_greater(sh.warp_max[w], 32, tmax);
+      if (rank < k) sh.block_top[rank] = tmax;
+    }
+    cluster_sync();
     const int len = attempt == 0 ? t : k, lists = (int)cblocks * len;
     for (int e = threadIdx.x; e < lists; e += kDenseThreads)
       stage[e] = *remote(&sh.block_top[e % len], (unsigned)(e / len));
@@ -516,6 +532,7 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
       sh.logprob = (float)((double)sh.s[j] - log(sh.cum[f - 1]));
     }
   }
+  __syncwarp(); /* lane 0 reads the result */
 }
 
 /* ---- the kernel -------------------------------------------------------------------- */
@@ -735,7 +752,9 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
   }
-  if (kMode == kDenseSoftmax ? soft : soft || want_raw) {
+  /* a small top-k draw needs this reduction only for the raw sum (block 0
+   * reads the other blocks' lists until the barrier at the end) */
+  if (kMode == kDenseSoftmax ? soft : (soft && !small) || want_raw) {
     DrawStats d;
     d.mass = mass;
     /* this thread's raw sum, relative to the row's raw maximum */
@@ -746,8 +765,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result);
     mass = fin.mass;
     raw_sum = fin.raw_sum;
-    if (kMode == kDenseSample && soft) token = small ? (rank0 ? small_sh.token : -1) : best_id(fin.best);
+    if (kMode == kDenseSample && soft && !small) token = best_id(fin.best);
   }
+  /* block 0's thread 0 (of warp 0, which ran the last step) writes the outputs */
+  if (kMode == kDenseSample && soft && small)
+    token = rank0 && threadIdx.x == 0 ? small_sh.token : -1;
 
   /* ---- 3. outputs ---- */
   if (rank0 && threadIdx.x == 0 && a.row_status) a.row_status[r] = flags;
