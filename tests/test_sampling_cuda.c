@@ -157,7 +157,7 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
       if (row_kind == 2) v = -INFINITY;                      /* empty row */
       if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
       if (row_kind == 5 && i % (V / 5 + 1) != 0) v = -INFINITY; /* ~5 tokens: fewer than k */
-      if (row_kind == 6) v = (float)(shift - 0.01 * (double)i); /* descending: the top in one block */
+      if (row_kind == 6) v = (float)(shift - 0.01 * (double)i); /* descending: top in 1 block */
       set_logit(b, r, i, v);
     }
     if (b->allowed)
@@ -436,7 +436,10 @@ static int test_mixed_rows(void) {
   b.no_filters = 0;
   for (int64_t r = 0; r < b.B; r++) {
     const int plain = r % 2 == 0;
-    b.top_k[r] = plain ? (r % 4 == 0 ? 0 : (int32_t)b.V + 3) : 20;
+    /* filtered rows: a top-k of 20 (the dense kernel's small-k path), or
+     * rows 3, 11: top-p alone and rows 7, 15: a top-k of 100 (the general
+     * kernel), so all three paths share the launches */
+    b.top_k[r] = plain ? (r % 4 == 0 ? 0 : (int32_t)b.V + 3) : r % 8 == 3 ? 0 : r % 8 == 7 ? 100 : 20;
     b.top_p[r] = plain || r % 4 == 1 ? 1.0f : 0.9f; /* rows 1, 5, ...: top-k only */
     b.min_p[r] = plain || r % 3 ? 0.0f : 0.1f;
   }
