@@ -430,6 +430,36 @@ static int test_softmax_vs_cpu(void) {
 /* Filter tensors given, half the rows with every filter off: those rows run
  * on the dense kernel, the others on the general one (two launches); every
  * row must equal the CPU, for the sample and the softmax. */
+/* Small-k rows where a thread holds more tokens than chunk / 512: V <= 512
+ * (one block, lanes 0-7 of each warp hold 4 tokens), so the dense kernel
+ * takes top_k <= 32 only; flat and descending rows fill the candidate
+ * lists. Tokens must equal the CPU's. */
+static int test_small_vocab_topk(void) {
+  const int64_t vocabs[3] = {200, 512, 1000};
+  for (int vi = 0; vi < 3; vi++) {
+    batch b;
+    make_batch(&b, 8, vocabs[vi], INGOT_DTYPE_F32, 1, 0);
+    b.no_filters = 0;
+    for (int64_t r = 0; r < b.B; r++) {
+      b.top_k[r] = (int32_t[]){64, 40, 33, 32, 20, 5, 64, 1}[r];
+      b.top_p[r] = r % 2 ? 0.9f : 1.0f;
+      b.min_p[r] = r % 3 == 2 ? 0.05f : 0.0f;
+      b.temperature[r] = 1.0f;
+      for (int64_t i = 0; i < b.V; i++)
+        set_logit(&b, r, i, r % 4 == 0 ? 1.0f : r % 4 == 1 ? (float)(-0.01 * (double)i)
+                                                            : (float)rand_normal());
+    }
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+    tally t = {0, 0, 0, 0};
+    compare(&b, &c, &g, &t, "small vocabulary top-k");
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  return 0;
+}
+
 static int test_mixed_rows(void) {
   batch b;
   make_batch(&b, 16, 50000, INGOT_DTYPE_F32, 0, 0);
@@ -811,6 +841,7 @@ int main(void) {
   test_run("sample_vs_cpu", test_sample_vs_cpu);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);
   test_run("mixed_rows", test_mixed_rows);
+  test_run("small_vocab_topk", test_small_vocab_topk);
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("three_ids_always", test_three_ids_always);

@@ -756,8 +756,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * outputs:
  *   - DENSE (1.8-3.8x faster): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0) of a call without top-n outputs, and rows of
- *     ingot_sample (no top-n) with 1 <= top_k <= 64, whatever their top_p
- *     and min_p. Tokens are the CPU's bit for bit: without a filter no mass
+ *     ingot_sample (no top-n) with 1 <= top_k <= 64 (32 when V <= 512),
+ *     whatever their top_p and min_p. Tokens are the CPU's bit for bit: without a filter no mass
  *     decides anything; with a small top-k the kernel finds the top-k set
  *     exactly and runs the reference's own top-p sums (portable exp, double,
  *     rank order), min-p and draw on it, so not even a top-p boundary

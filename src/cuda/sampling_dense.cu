@@ -307,8 +307,9 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, int j, bool &na
  *      overflow (the row's largest values crowded into few blocks), steps 2-3
  *      again with k-deep lists (ranked by binary searches over the warp
  *      lists): L is then the exact k-th largest thread maximum, only the k
- *      threads whose maximum is >= L hold keys >= L, so there are at most
- *      k * chunk / 512 of them (chunk / 8 for k = 64), which always fits;
+ *      threads whose maximum is >= L hold keys >= L, at most 4 per 128 tokens
+ *      of a warp's region each, which the host's choice of small_k makes
+ *      fit (ingot_cuda_sampling_dense_small_k);
  *   4. block 0 (after a cluster barrier): gathers the lists into its sv, ranks
  *      them by counting, keeps ranks < k: the top-k set in rank order;
  *   5. warp 0 of block 0: top-p, min-p, the draw and the final mass. */
@@ -466,13 +467,14 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
   unsigned long long *all = reinterpret_cast<unsigned long long *>(sv); /* chunk / 2 keys */
   for (int b = warp; b < (int)cblocks; b += kDenseWarps) { /* a warp a block's list */
     const unsigned long long *src = remote(stage, (unsigned)b);
-    const int at = sh.offset[b], c = sh.offset[b + 1] - at;
-    for (int i = lane; i < c; i += 32) all[at + i] = src[i];
+    /* the host's small_k keeps both within bounds; clamped all the same */
+    const int at = sh.offset[b], c = min(sh.offset[b + 1] - at, block_cap);
+    for (int i = lane; i < c && at + i < all_cap; i += 32) all[at + i] = src[i];
   }
   __syncthreads();
   /* ranks by counting; the k first get their exp and draw key here, in
    * parallel (whether they are drawn from is decided below) */
-  const int total = sh.offset[cblocks];
+  const int total = min(sh.offset[cblocks], all_cap);
   for (int c = threadIdx.x; c < total; c += kDenseThreads) {
     const unsigned long long x = all[c];
     int rank = 0;
@@ -941,11 +943,18 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
 
 int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
                                       const ingot_sampling_input *in, int softmax) {
+  if (softmax) return 0;
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
-  /* the small-k scratch (small_k_draw) lives in the block's 16-bit stage:
-   * chunk * 2 bytes for C lists of kSmallK keys */
-  return !softmax && (size_t)chunk * 2 >= (size_t)c * kSmallK * 8 ? kSmallK : 0;
+  /* small_k_draw's buffers: the C lists of k keys in the 16-bit stage (chunk
+   * * 2 bytes); in its second pass at most k threads hold candidates, each
+   * at most 4 per 128 tokens of its warp's region, which the stage (chunk /
+   * 4 keys) and block 0's sv (chunk / 2) must hold. The largest k (a power of
+   * 2 up to kSmallK) for which both bounds hold: 64 from V > 512 on. */
+  const int64_t region = chunk / kDenseWarps, per_thread = 4 * ((region + 127) / 128);
+  for (int k = kSmallK; k >= 1; k >>= 1)
+    if (k * per_thread <= chunk / 4 && (int64_t)chunk * 2 >= (int64_t)c * k * 8) return k;
+  return 0;
 }
 
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
