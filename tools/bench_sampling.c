@@ -6,6 +6,8 @@
  *            temperature 0.8, the drawn token's final and raw logprob;
  *            B=1 V=151936 and B=64 V=262144
  *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
+ *            (the dense kernel's small top-k path; the general kernel is
+ *            launched too and finds no row of its own)
  * and the softmax and masked-step rows again with top_k (0) and top_p (1)
  * tensors passed, as engines do: two launches (the dense kernel takes the
  * rows, the general kernel finds none of its own).
@@ -19,7 +21,8 @@
  *
  * Checks against the CPU reference backend: tokens and row statuses
  * identical; probabilities and log-probabilities within 2e-6 relative (the
- * GPU sums masses in 64-bit fixed point, the CPU in double).
+ * CPU sums masses in double; on CUDA the general kernel in 64-bit fixed
+ * point, the dense kernel in fp32 groups of four, then double).
  */
 #include <math.h>
 #include <stdio.h>
