@@ -77,13 +77,13 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
  * row of the call; 1 when it serves every row (no filter tensor given); 2
  * when filter tensors are given: it serves its rows (launch it with split =
  * 1) and the general kernel the others (also with split = 1). dense_small_k:
- * the largest top_k the dense kernel takes in such a call (0: none); both
- * launches of the call get it. */
+ * the largest top_k the dense kernel takes in such an ingot_sample call (0:
+ * none; ingot_sampling_softmax passes 0); both launches of the call get it. */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
                                    const ingot_sampling_input *in, int64_t num_top, int softmax);
 int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
-                                      const ingot_sampling_input *in, int softmax);
+                                      const ingot_sampling_input *in);
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
                                      const ingot_sampling_output *out, int split, int small_k,
                                      struct CUstream_st *stream);

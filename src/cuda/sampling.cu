@@ -938,7 +938,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
   ingot_status st = plan<kSample>(ctx, op, args, &g);
   if (st) return st;
   if (dense == 2) {
-    args.small_k = ingot_cuda_sampling_dense_small_k(ctx, in, 0);
+    args.small_k = ingot_cuda_sampling_dense_small_k(ctx, in);
     if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, args.small_k, stream))) return st;
     args.split = 1;
   }

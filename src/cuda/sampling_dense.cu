@@ -942,8 +942,7 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
 }  // namespace
 
 int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
-                                      const ingot_sampling_input *in, int softmax) {
-  if (softmax) return 0;
+                                      const ingot_sampling_input *in) {
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
   /* small_k_draw's buffers: the C lists of k keys in the 16-bit stage (chunk
