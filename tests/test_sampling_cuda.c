@@ -153,7 +153,8 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
     for (int64_t i = 0; i < V; i++) {
       float v = (float)(shift + sigma * rand_normal());
       if (row_kind == 0 && i < V / 3) v = -INFINITY;         /* -Inf prefix */
-      if (row_kind == 1 && test_rand() % 997 == 0) v = NAN;  /* NaN sprinkles */
+      if (row_kind == 1 && test_rand() % 997 == 0)           /* NaN and +Inf sprinkles */
+        v = test_rand() % 2 ? NAN : INFINITY;
       if (row_kind == 2) v = -INFINITY;                      /* empty row */
       if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
       if (row_kind == 5 && i % (V / 5 + 1) != 0) v = -INFINITY; /* ~5 tokens: fewer than k */

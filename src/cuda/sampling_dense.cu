@@ -591,7 +591,9 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
    * words after the block barrier. Unaligned rows and the row's last
    * partial group are loaded directly. */
   const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
-  for (int j = wlo + 4 * lane; j < wend && j < jfull; j += 128) {
+  const int jcopy = min(wend, jfull);
+#pragma unroll 4
+  for (int j = wlo + 4 * lane; j < jcopy; j += 128) {
     if (f32)
       cp_async<16>(sv + j, static_cast<const float *>(row) + j);
     else
@@ -623,6 +625,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   float bm = -INFINITY;
   int bj = 0;
   bool nan = false;
+  /* f32 logits with no mask at all stay in sv as loaded (finite, or the
+   * thread masks its groups again below); otherwise pass 1 writes back the
+   * masked values, which the later passes read */
+  const bool in_place = !f32 || words || lists;
+  bool redo = false;
   with_fast(raw_t.fast, [&](auto fast) {
     constexpr bool kFast = decltype(fast)::value;
     if (lists) {
@@ -637,7 +644,39 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       flags = apply_lists(in, r, lo, n, sv);
       __syncthreads();
     }
-    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+    int j = wlo + 4 * lane;
+    if (!lists) {
+      /* the groups of the shared-memory copy: the lean loop. `seen`, the
+       * NaN-propagating maximum of the raw values, is not below +Inf iff a
+       * NaN or +Inf was among them; then the thread's groups are masked
+       * again by the exact rule (rare) */
+      const int jend = min(wend, jfull);
+      float seen = -INFINITY;
+      for (; j < jend; j += 128) {
+        float x[4];
+        if (f32) {
+          const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+          x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+        } else {
+          fetch4(dtype, row, sv, stage16, true, j, n, x);
+        }
+        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
+        seen = max_nan(seen, max_nan(max_nan(x[0], x[1]), max_nan(x[2], x[3])));
+        if (words) {
+          const uint32_t bits = swords[j >> 5] >> (j & 31);
+#pragma unroll
+          for (int e = 0; e < 4; e++) x[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
+        }
+        const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+        if (m4 > bm) { /* groups ascend: the first maximum stays */
+          bm = m4;
+          bj = j;
+        }
+        if (in_place) *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+      }
+      redo = !(seen < INFINITY);
+    }
+    for (; j < wend; j += 128) { /* the lists' rows, unaligned rows, the row's end */
       float x[4];
       if (lists) {
         const float4 q = *reinterpret_cast<const float4 *>(sv + j);
@@ -650,6 +689,16 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
     }
   });
+  if (redo) { /* sv holds the values, allowed or -Inf: only the finite ones stay */
+    nan = true;
+    bm = -INFINITY;
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      float4 *q = reinterpret_cast<float4 *>(sv + j);
+      float x[4] = {q->x, q->y, q->z, q->w};
+      mask4(x, 0xfu, j, nan, bm, bj);
+      *q = make_float4(x[0], x[1], x[2], x[3]);
+    }
+  }
   if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
   LoadStats mine;
   mine.best = 0ull;
@@ -676,7 +725,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const bool soft = !empty && T > 0.0f;
   double mass = 0.0, raw_sum = 0.0;
   int32_t token = argmax; /* greedy, or -1 */
-  const Divisor div_t = divisor_of(soft ? T : 1.0f);
+  const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
   if (kMode == kDenseSoftmax && soft) {
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
@@ -741,7 +790,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         const int j = wcand[i];
         const float d = __fsub_rn(sv[j], m);
         const int32_t id = (int32_t)(lo + j);
-        const float u = ingot_sampling_ref_uniform(seed, position, (uint32_t)id);
+        /* an opaque copy: the generator's first products of the position,
+         * hoisted out of this loop, would be spilled at 64 registers */
+        uint64_t pos = position;
+        asm volatile("" : "+l"(pos));
+        const float u = ingot_sampling_ref_uniform(seed, pos, (uint32_t)id);
         /* `scaled` is exact here but for |s| tiny or huge, far below the slack */
         const float approx = __fadd_rn(scaled<kFast>(d, div_t), gumbel_approx(u));
         if (approx < __fsub_rn(fmaxf(l0, best_k), kApproxSlack)) continue;
@@ -781,8 +834,15 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     float *prow = a.probs + r * a.probs_stride + lo;
     const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
     const int hot = soft || token < lo || token >= lo + n ? -1 : (int)(token - lo);
-    for (int j = wlo + 4 * lane; j < wend; j += 128) {
-      if (j >= n) break;
+    int j = wlo + 4 * lane;
+    if (soft && pvec) /* whole aligned groups: the lean loop */
+      for (const int jend = min(wend, n & ~3); j < jend; j += 128) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        *reinterpret_cast<float4 *>(prow + j) =
+            make_float4(__fmul_rn(q.x, inv_z), __fmul_rn(q.y, inv_z), __fmul_rn(q.z, inv_z),
+                        __fmul_rn(q.w, inv_z));
+      }
+    for (; j < wend && j < n; j += 128) {
       float p[4];
       if (soft) {
         const float4 q = *reinterpret_cast<const float4 *>(sv + j);
