@@ -27,6 +27,96 @@
 
 #ifndef INGOT_WITH_CUDA
 static int skip_no_cuda(void) { return TEST_SKIP_CODE; }
+/* Calls that depend on each other through memory, queued back to back in a
+ * CUDA graph: a softmax writes P, ingot_sample reads P as its logits, a
+ * second softmax overwrites P. The tokens must be the CPU's draw on the
+ * first P (read after write) and P the second softmax's (write after read).
+ * P starts as zeros each round. This is the test that caught programmatic
+ * dependent launch (tried in session 5, docs/perf-notes.md): with it, the
+ * draw saw the wrong P in every round. */
+static int test_chained_calls(void) {
+  const int64_t B = 4, V = 262144;
+  const size_t bytes = (size_t)(B * V) * 4;
+  float *h1 = xcalloc(bytes), *h2 = xcalloc(bytes), *p1 = xcalloc(bytes), *p2 = xcalloc(bytes),
+        *got = xcalloc(bytes), temp[4], one[4];
+  uint64_t seed[4], pos[4];
+  int32_t tok[4], want[4];
+  for (int64_t r = 0; r < B; r++) temp[r] = 0.8f, one[r] = 1e-6f;
+  float *d1 = dev_copy(NULL, bytes), *d2 = dev_copy(NULL, bytes), *dp = dev_copy(NULL, bytes),
+        *dT = dev_copy(temp, sizeof temp), *dOne = dev_copy(one, sizeof one);
+  void *dS = dev_copy(NULL, sizeof seed), *dPos = dev_copy(NULL, sizeof pos),
+       *dTok = dev_copy(NULL, sizeof tok);
+  ingot_tensor t1 = ingot_tensor_2d(d1, INGOT_DTYPE_F32, B, V, V),
+               t2 = ingot_tensor_2d(d2, INGOT_DTYPE_F32, B, V, V),
+               tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
+               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
+               tOne = ingot_tensor_1d(dOne, INGOT_DTYPE_F32, B),
+               tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
+               tPos = ingot_tensor_1d(dPos, INGOT_DTYPE_U64, B),
+               tTok = ingot_tensor_1d(dTok, INGOT_DTYPE_I32, B);
+  /* the draw on P: temperature 1e-6, so that probabilities' differences decide */
+  ingot_sampling_params soft = INGOT_SAMPLING_PARAMS_INITIALIZER, draw = soft;
+  soft.temperature = &tT;
+  draw.temperature = &tOne, draw.seed = &tS, draw.position = &tPos;
+  struct CUstream_st *s = (struct CUstream_st *)stream;
+  for (int round = 0; round < (quick ? 1 : 3); round++) {
+    for (size_t i = 0; i < (size_t)(B * V); i++)
+      h1[i] = (float)(rand_normal() * 3.0), h2[i] = (float)(rand_normal() * 3.0);
+    for (int64_t r = 0; r < B; r++) seed[r] = test_rand(), pos[r] = test_rand() % 1000;
+    cudaMemcpy(d1, h1, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(d2, h2, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dS, seed, sizeof seed, cudaMemcpyHostToDevice);
+    cudaMemcpy(dPos, pos, sizeof pos, cudaMemcpyHostToDevice);
+    /* each softmax alone, for the expected values */
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaMemcpy(p1, dp, bytes, cudaMemcpyDeviceToHost);
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaMemcpy(p2, dp, bytes, cudaMemcpyDeviceToHost);
+    /* the chain, in a graph so that each kernel is queued before the previous
+     * one ends (eager calls from the host would come too late to overlap) */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_OK(cudaMemsetAsync(dp, 0, bytes, stream));
+    ingot_status st[3] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s),
+                          ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, NULL, 0, s),
+                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s)};
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    for (int i = 0; i < 3; i++) EXPECT_OK(gpu, st[i]);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaMemcpy(tok, dTok, sizeof tok, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got, dp, bytes, cudaMemcpyDeviceToHost);
+    /* the CPU's draw on the first P */
+    ingot_tensor c1 = ingot_tensor_2d(p1, INGOT_DTYPE_F32, B, V, V),
+                 cOne = ingot_tensor_1d(one, INGOT_DTYPE_F32, B),
+                 cS = ingot_tensor_1d(seed, INGOT_DTYPE_U64, B),
+                 cPos = ingot_tensor_1d(pos, INGOT_DTYPE_U64, B),
+                 cTok = ingot_tensor_1d(want, INGOT_DTYPE_I32, B);
+    ingot_sampling_params cdraw = INGOT_SAMPLING_PARAMS_INITIALIZER;
+    cdraw.temperature = &cOne, cdraw.seed = &cS, cdraw.position = &cPos;
+    size_t need = 0;
+    EXPECT_OK(cpu, ingot_sample_workspace_size(cpu, B, V, INGOT_DTYPE_F32, 0, &need));
+    void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
+    EXPECT_OK(cpu, ingot_sample(cpu, &c1, &cdraw, &cTok, NULL, NULL, ws, need, NULL));
+    free(ws);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < B; r++) differ += tok[r] != want[r];
+    EXPECT(differ == 0, "round %d: %lld of %lld tokens differ from the CPU's draw on the first P",
+           round, (long long)differ, (long long)B);
+    EXPECT(memcmp(got, p2, bytes) == 0, "round %d: P is not the second softmax's", round);
+  }
+  void *all[] = {d1, d2, dp, dT, dOne, dS, dPos, dTok};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
+  free(h1), free(h2), free(p1), free(p2), free(got);
+  return 0;
+}
+
 int main(void) {
   test_init("test_sampling_cuda");
   test_run("sampling_cuda", skip_no_cuda);
@@ -825,6 +915,96 @@ static int test_graph_replay(void) {
   return graph_replay(5, 0) || graph_replay(0, 0) || graph_replay(0, 1);
 }
 
+/* Calls that depend on each other through memory, queued back to back in a
+ * CUDA graph: a softmax writes P, ingot_sample reads P as its logits, a
+ * second softmax overwrites P. The tokens must be the CPU's draw on the
+ * first P (read after write) and P the second softmax's (write after read).
+ * P starts as zeros each round. This is the test that caught programmatic
+ * dependent launch (tried in session 5, docs/perf-notes.md): with it, the
+ * draw saw the wrong P in every round. */
+static int test_chained_calls(void) {
+  const int64_t B = 4, V = 262144;
+  const size_t bytes = (size_t)(B * V) * 4;
+  float *h1 = xcalloc(bytes), *h2 = xcalloc(bytes), *p1 = xcalloc(bytes), *p2 = xcalloc(bytes),
+        *got = xcalloc(bytes), temp[4], one[4];
+  uint64_t seed[4], pos[4];
+  int32_t tok[4], want[4];
+  for (int64_t r = 0; r < B; r++) temp[r] = 0.8f, one[r] = 1e-6f;
+  float *d1 = dev_copy(NULL, bytes), *d2 = dev_copy(NULL, bytes), *dp = dev_copy(NULL, bytes),
+        *dT = dev_copy(temp, sizeof temp), *dOne = dev_copy(one, sizeof one);
+  void *dS = dev_copy(NULL, sizeof seed), *dPos = dev_copy(NULL, sizeof pos),
+       *dTok = dev_copy(NULL, sizeof tok);
+  ingot_tensor t1 = ingot_tensor_2d(d1, INGOT_DTYPE_F32, B, V, V),
+               t2 = ingot_tensor_2d(d2, INGOT_DTYPE_F32, B, V, V),
+               tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
+               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
+               tOne = ingot_tensor_1d(dOne, INGOT_DTYPE_F32, B),
+               tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
+               tPos = ingot_tensor_1d(dPos, INGOT_DTYPE_U64, B),
+               tTok = ingot_tensor_1d(dTok, INGOT_DTYPE_I32, B);
+  /* the draw on P: temperature 1e-6, so that probabilities' differences decide */
+  ingot_sampling_params soft = INGOT_SAMPLING_PARAMS_INITIALIZER, draw = soft;
+  soft.temperature = &tT;
+  draw.temperature = &tOne, draw.seed = &tS, draw.position = &tPos;
+  struct CUstream_st *s = (struct CUstream_st *)stream;
+  for (int round = 0; round < (quick ? 1 : 3); round++) {
+    for (size_t i = 0; i < (size_t)(B * V); i++)
+      h1[i] = (float)(rand_normal() * 3.0), h2[i] = (float)(rand_normal() * 3.0);
+    for (int64_t r = 0; r < B; r++) seed[r] = test_rand(), pos[r] = test_rand() % 1000;
+    cudaMemcpy(d1, h1, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(d2, h2, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dS, seed, sizeof seed, cudaMemcpyHostToDevice);
+    cudaMemcpy(dPos, pos, sizeof pos, cudaMemcpyHostToDevice);
+    /* each softmax alone, for the expected values */
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaMemcpy(p1, dp, bytes, cudaMemcpyDeviceToHost);
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaMemcpy(p2, dp, bytes, cudaMemcpyDeviceToHost);
+    /* the chain, in a graph so that each kernel is queued before the previous
+     * one ends (eager calls from the host would come too late to overlap) */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_OK(cudaMemsetAsync(dp, 0, bytes, stream));
+    ingot_status st[3] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s),
+                          ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, NULL, 0, s),
+                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s)};
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    for (int i = 0; i < 3; i++) EXPECT_OK(gpu, st[i]);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaMemcpy(tok, dTok, sizeof tok, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got, dp, bytes, cudaMemcpyDeviceToHost);
+    /* the CPU's draw on the first P */
+    ingot_tensor c1 = ingot_tensor_2d(p1, INGOT_DTYPE_F32, B, V, V),
+                 cOne = ingot_tensor_1d(one, INGOT_DTYPE_F32, B),
+                 cS = ingot_tensor_1d(seed, INGOT_DTYPE_U64, B),
+                 cPos = ingot_tensor_1d(pos, INGOT_DTYPE_U64, B),
+                 cTok = ingot_tensor_1d(want, INGOT_DTYPE_I32, B);
+    ingot_sampling_params cdraw = INGOT_SAMPLING_PARAMS_INITIALIZER;
+    cdraw.temperature = &cOne, cdraw.seed = &cS, cdraw.position = &cPos;
+    size_t need = 0;
+    EXPECT_OK(cpu, ingot_sample_workspace_size(cpu, B, V, INGOT_DTYPE_F32, 0, &need));
+    void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
+    EXPECT_OK(cpu, ingot_sample(cpu, &c1, &cdraw, &cTok, NULL, NULL, ws, need, NULL));
+    free(ws);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < B; r++) differ += tok[r] != want[r];
+    EXPECT(differ == 0, "round %d: %lld of %lld tokens differ from the CPU's draw on the first P",
+           round, (long long)differ, (long long)B);
+    EXPECT(memcmp(got, p2, bytes) == 0, "round %d: P is not the second softmax's", round);
+  }
+  void *all[] = {d1, d2, dp, dT, dOne, dS, dPos, dTok};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
+  free(h1), free(h2), free(p1), free(p2), free(got);
+  return 0;
+}
+
 int main(void) {
   test_init("test_sampling_cuda");
   quick = getenv("INGOT_TEST_QUICK") != NULL;
@@ -849,6 +1029,7 @@ int main(void) {
   test_run("batch_invariance", test_batch_invariance);
   test_run("bad_parameter_row", test_bad_parameter_row);
   test_run("graph_replay", test_graph_replay);
+  test_run("chained_calls", test_chained_calls);
   cudaStreamDestroy(stream);
   ingot_context_destroy(cpu);
   ingot_context_destroy(gpu);
