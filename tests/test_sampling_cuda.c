@@ -385,6 +385,35 @@ static int test_sample_vs_cpu(void) {
   return 0;
 }
 
+/* The largest relative difference of the GPU's probabilities from the
+ * CPU's, over rows whose final sets agree (a top-p boundary row may
+ * differ); *bad counts those above 2e-6. Statuses must agree. */
+static double softmax_diff(const batch *b, const result *c, const result *g, int64_t *bad) {
+  double worst = 0;
+  *bad = 0;
+  for (int64_t r = 0; r < b->B; r++) {
+    int topp = b->top_p[r] < 1.0f && b->temperature[r] > 0.0f;
+    EXPECT(c->status[r] == g->status[r], "softmax row %lld: status %u vs CPU %u", (long long)r,
+           g->status[r], c->status[r]);
+    int set_differs = 0;
+    for (int64_t i = 0; i < b->V; i++) {
+      float pc = c->probs[r * b->V + i], pg = g->probs[r * b->V + i];
+      if ((pc == 0.0f) != (pg == 0.0f)) set_differs = 1;
+    }
+    if (set_differs && topp) continue; /* a top-p boundary row */
+    for (int64_t i = 0; i < b->V; i++) {
+      float pc = c->probs[r * b->V + i], pg = g->probs[r * b->V + i];
+      /* the dense kernel flushes masses below 2^-126 to 0 (checked from 2^-125): such a
+       * probability may be 0 on CUDA */
+      double e = pc >= 0x1p-125f ? fabs((double)pg - (double)pc) / (double)pc
+                 : fabs((double)pg - (double)pc) <= 0x1p-125 ? 0.0 : 1.0;
+      if (e > worst) worst = e;
+      if (e > 2e-6) ++*bad;
+    }
+  }
+  return worst;
+}
+
 static int test_softmax_vs_cpu(void) {
   static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {17, 5000},
                                       {5, 1001}}; /* odd V: unaligned rows, scalar tails */
@@ -397,32 +426,77 @@ static int test_softmax_vs_cpu(void) {
     alloc_result(&c, &b), alloc_result(&g, &b);
     EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
     EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
-    double worst = 0;
-    int64_t bad = 0;
-    for (int64_t r = 0; r < b.B; r++) {
-      int topp = b.top_p[r] < 1.0f && b.temperature[r] > 0.0f;
-      EXPECT(c.status[r] == g.status[r], "softmax row %lld: status %u vs CPU %u", (long long)r,
-             g.status[r], c.status[r]);
-      int set_differs = 0;
-      for (int64_t i = 0; i < b.V; i++) {
-        float pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
-        if ((pc == 0.0f) != (pg == 0.0f)) set_differs = 1;
-      }
-      if (set_differs && topp) continue; /* a top-p boundary row */
-      for (int64_t i = 0; i < b.V; i++) {
-        float pc = c.probs[r * b.V + i], pg = g.probs[r * b.V + i];
-        /* the dense kernel flushes masses below 2^-126 to 0 (checked from 2^-125): such a
-         * probability may be 0 on CUDA */
-        double e = pc >= 0x1p-125f ? fabs((double)pg - (double)pc) / (double)pc
-                   : fabs((double)pg - (double)pc) <= 0x1p-125 ? 0.0 : 1.0;
-        if (e > worst) worst = e;
-        if (e > 2e-6) bad++;
-      }
-    }
+    int64_t bad;
+    const double worst = softmax_diff(&b, &c, &g, &bad);
     printf("  softmax B=%lld V=%lld: max relative difference from the CPU %.3g\n",
            (long long)b.B, (long long)b.V, worst);
     EXPECT(bad == 0, "softmax B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
            (long long)b.B, (long long)b.V, (long long)bad, worst);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  return 0;
+}
+
+/* Row r of big as a batch of its own (pointers into big; the lists copied
+ * to *ban and *bias, rewritten to row 0, other rows' entries to -1). */
+static batch row_alone(const batch *big, int64_t r, int32_t **ban, int32_t **bias) {
+  batch one = *big;
+  one.B = 1;
+  one.logits = (char *)big->logits + (size_t)(r * big->stride) * elem(big->dtype);
+  one.temperature = big->temperature + r, one.top_k = big->top_k + r;
+  one.top_p = big->top_p + r, one.min_p = big->min_p + r;
+  one.seed = big->seed + r, one.position = big->position + r;
+  one.allowed = big->allowed ? big->allowed + r * big->words : NULL;
+  *ban = xcalloc((size_t)(big->nbanned * 2 + 1) * 4);
+  *bias = xcalloc((size_t)(big->nbias * 2 + 1) * 4);
+  for (int64_t e = 0; e < big->nbanned; e++)
+    (*ban)[2 * e] = big->banned[2 * e] == r ? 0 : -1, (*ban)[2 * e + 1] = big->banned[2 * e + 1];
+  for (int64_t e = 0; e < big->nbias; e++)
+    (*bias)[2 * e] = big->bias_ids[2 * e] == r ? 0 : -1,
+    (*bias)[2 * e + 1] = big->bias_ids[2 * e + 1];
+  one.banned = *ban, one.bias_ids = *bias;
+  return one;
+}
+
+/* The softmax of many rows without sparse lists (a batch that fills the
+ * GPU several times over; 16-bit logits; small V with one or two blocks a
+ * row): each row must be the CPU's (within 2e-6) and, bit for bit, what
+ * the row gives alone. */
+static int test_softmax_rows_alone(void) {
+  static const struct {
+    int64_t B, V;
+    ingot_dtype dtype;
+  } cases[] = {{64, 262144, INGOT_DTYPE_F32},
+               {48, 151936, INGOT_DTYPE_BF16},
+               {140, 5000, INGOT_DTYPE_F16},
+               {300, 1001, INGOT_DTYPE_F32}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    batch b;
+    make_batch(&b, cases[k].B, cases[k].V, cases[k].dtype, 0, 0);
+    b.nbanned = b.nbias = 0; /* batch_invariance has a row with lists */
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+    int64_t bad;
+    const double worst = softmax_diff(&b, &c, &g, &bad);
+    printf("  softmax B=%lld V=%lld (%s): max relative difference from the CPU %.3g\n",
+           (long long)b.B, (long long)b.V, ingot_dtype_name(b.dtype), worst);
+    EXPECT(bad == 0, "B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
+           (long long)b.B, (long long)b.V, (long long)bad, worst);
+    const int64_t rows[3] = {0, 37, b.B - 1};
+    for (int i = 0; i < 3; i++) {
+      int32_t *ban, *bias;
+      batch one = row_alone(&b, rows[i], &ban, &bias);
+      result g1;
+      alloc_result(&g1, &one);
+      EXPECT_OK(gpu, run_batch(gpu, &one, 1, &g1));
+      EXPECT(g1.status[0] == g.status[rows[i]] &&
+                 memcmp(g1.probs, g.probs + rows[i] * b.V, (size_t)b.V * 4) == 0,
+             "B=%lld V=%lld row %lld: differs from the row alone (status %u vs %u)",
+             (long long)b.B, (long long)b.V, (long long)rows[i], g.status[rows[i]], g1.status[0]);
+      free_result(&g1), free(ban), free(bias);
+    }
     free_result(&c), free_result(&g), free_batch(&b);
   }
   return 0;
@@ -657,20 +731,8 @@ static int batch_invariance(int no_filters) {
   alloc_result(&g64, &big);
   EXPECT_OK(gpu, run_batch(gpu, &big, 0, &g64));
   /* row 37 alone, at B = 1 (lists rewritten to row 0) */
-  batch one = big;
-  one.B = 1;
-  one.logits = (char *)big.logits + (size_t)(37 * big.stride) * elem(big.dtype);
-  one.temperature = big.temperature + 37, one.top_k = big.top_k + 37;
-  one.top_p = big.top_p + 37, one.min_p = big.min_p + 37;
-  one.seed = big.seed + 37, one.position = big.position + 37;
-  one.allowed = big.allowed ? big.allowed + 37 * big.words : NULL;
-  int32_t *ban = xcalloc((size_t)(big.nbanned * 2 + 1) * 4);
-  int32_t *bias = xcalloc((size_t)(big.nbias * 2 + 1) * 4);
-  for (int64_t e = 0; e < big.nbanned; e++)
-    ban[2 * e] = big.banned[2 * e] == 37 ? 0 : -1, ban[2 * e + 1] = big.banned[2 * e + 1];
-  for (int64_t e = 0; e < big.nbias; e++)
-    bias[2 * e] = big.bias_ids[2 * e] == 37 ? 0 : -1, bias[2 * e + 1] = big.bias_ids[2 * e + 1];
-  one.banned = ban, one.bias_ids = bias;
+  int32_t *ban, *bias;
+  batch one = row_alone(&big, 37, &ban, &bias);
   result g1;
   alloc_result(&g1, &one);
   EXPECT_OK(gpu, run_batch(gpu, &one, 0, &g1));
@@ -934,6 +996,7 @@ int main(void) {
   test_run("mixed_rows", test_mixed_rows);
   test_run("small_vocab_topk", test_small_vocab_topk);
   test_run("softmax_many_rows", test_softmax_many_rows);
+  test_run("softmax_rows_alone", test_softmax_rows_alone);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);

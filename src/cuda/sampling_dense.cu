@@ -15,8 +15,10 @@
  * and the probabilities written once. Block: 16 warps, warp w owns the
  * contiguous tokens [w * chunk / 16, (w + 1) * chunk / 16) of the block;
  * the whole chunk is copied in with cp.async, every copy in flight at once.
- * Two cluster reductions: (argmax, flags, the raw distribution's max) after
- * the load, then (mass, raw sum, best key).
+ * ingot_sample: two cluster reductions, (argmax, flags, the raw
+ * distribution's max) after the load, then (mass, raw sum, best key).
+ * ingot_sampling_softmax: ONE, (argmax, flags, mass) after the load; the
+ * mass is summed online (below) and the write pass evaluates the exp again.
  *
  * What is exact and what is within a tolerance:
  *   - the draw keys s_i + g_i, with s_i = (l_i - m) / T, are the reference's
@@ -29,9 +31,10 @@
  *     3 ulp (not the portable one; masses below 2^-126 are 0), summed four
  *     at a time in fp32 and then in double, in an order fixed by V and C:
  *     deterministic and batch-invariant, within 1e-6 of the CPU's double
- *     sums. The raw distribution's sum runs online per thread (running max,
- *     rescaled sum) and is brought to the row's raw maximum once, in the
- *     second reduction.
+ *     sums. The raw distribution's sum and the softmax's mass run online
+ *     per thread (running max, sum rescaled when it grows); the raw sum is
+ *     brought to the row's raw maximum once, in the second reduction, the
+ *     softmax's mass at each level of its one reduction (ReduceSoft).
  * Per token the common case costs about a dozen FMA-pipe operations and one
  * hardware 2^x a pass: the division by T reuses one reciprocal (div_fast;
  * dev/cuda/sampling_math.cu checks it and the exp on every input that
@@ -66,6 +69,7 @@ constexpr int kChunkUnit = 512;          /* tokens per block: a multiple of this
 constexpr int kMinTokensPerBlock = 4096; /* fewer blocks for small V */
 constexpr float kGumbelMax = 22.9f;      /* g <= -log(2^-33) = 22.87 */
 constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
+constexpr int kAhead = 4;                /* the softmax's write pass: groups loaded at once */
 
 enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
 
@@ -168,34 +172,96 @@ struct CombineDraw {
   }
 };
 
-/* Combines one S per thread over the cluster in a fixed order (a butterfly
- * in each warp, then over the warps, then over the blocks in rank order),
+/* A combination of each warp's 32 values, every lane getting the result: a
+ * butterfly of a pairwise Combine. Floating-point additions give every lane
+ * the same bits (each step adds the same two values, commuted). */
+template <class Combine>
+struct Butterfly {
+  template <class S>
+  __device__ __forceinline__ S operator()(S v) const {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) Combine{}(v, shfl_xor(v, o));
+    return v;
+  }
+};
+
+/* The softmax's one reduction: the argmax key, the flags, and the mass
+ * sum e^((x - max) / T) relative to the partial's own maximum. */
+struct SoftStats {
+  unsigned long long best;
+  double sum;
+  uint32_t flags;
+};
+
+/* Over a warp: the maximum first, then each lane's sum brought to it (the
+ * mass of its maximum relative to the warp's: within 3 ulp, exactly 1 for
+ * the lane that holds it), then the sums added. Three of these (warp,
+ * block, cluster) rescale a thread's sum. */
+struct ReduceSoft {
+  Divisor T; /* > 0 (1 for a greedy row, whose sum is not used) */
+  __device__ __forceinline__ SoftStats operator()(SoftStats v) const {
+    unsigned long long m = v.best;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long x = shfl_xor(m, o);
+      m = x > m ? x : m;
+    }
+    if (v.best != 0 && v.best != m)
+      v.sum *= (double)mass_of<false>(__fsub_rn(best_value(v.best), best_value(m)), T);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v.sum += __shfl_xor_sync(0xffffffffu, v.sum, o);
+    v.flags = __reduce_or_sync(0xffffffffu, v.flags);
+    v.best = m;
+    return v;
+  }
+};
+
+/* Combines one S per thread over the cluster in a fixed order (warp_reduce
+ * over each warp, then over the warps, then over the blocks in rank order),
  * so every block gets the same bits whatever the batch. `slot` is this
  * block's published value (read by the other blocks after the cluster
  * barrier: a different slot for each reduction of a launch). */
-template <class S, class Combine>
-__device__ S cluster_reduce(S v, const S &identity, Combine combine, S *warp_part, S *slot,
-                            S *result) {
+template <class S, class WarpReduce>
+__device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *warp_part,
+                            S *slot, S *result) {
   const int lane = lane_id(), warp = warp_id();
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) combine(v, shfl_xor(v, o));
+  v = warp_reduce(v);
   if (lane == 0) warp_part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    S x = lane < kDenseWarps ? warp_part[lane] : identity;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) combine(x, shfl_xor(x, o));
+    S x = warp_reduce(lane < kDenseWarps ? warp_part[lane] : identity);
     if (lane == 0) *slot = x;
   }
   cluster_sync();
   if (warp == 0) {
-    S y = (unsigned)lane < cluster_blocks() ? *remote(slot, (unsigned)lane) : identity;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) combine(y, shfl_xor(y, o));
+    S y = warp_reduce((unsigned)lane < cluster_blocks() ? *remote(slot, (unsigned)lane) : identity);
     if (lane == 0) *result = y;
   }
   __syncthreads();
   return *result;
+}
+
+/* The end of a launch in two halves: the slots of cluster_reduce were read
+ * remotely and their readers are done (the values were used), so no memory
+ * ordering is needed: a relaxed arrive as soon as the last reduction is
+ * read, the wait for every block of the cluster before the block exits. */
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+__device__ __forceinline__ void cluster_exit() {
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 
 /* ---- loads ------------------------------------------------------------------------- */
@@ -252,6 +318,28 @@ __device__ __forceinline__ void fetch4(ingot_dtype dtype, const void *row, const
   }
 }
 
+/* A running maximum m over groups of 4 values (ascending) and, kSum, the
+ * online sum s = sum e^((x - m) / T), rescaled whenever m grows (-Inf - m4
+ * gives a scale of 0; -Inf and NaN masses are 0). Returns whether this
+ * group raised m. */
+template <bool kSum, bool kFast>
+__device__ __forceinline__ bool online_add(const float x[4], const Divisor &T, float &m,
+                                           double &s) {
+  const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  const bool grew = m4 > m;
+  if (grew) {
+    if (kSum) s *= (double)mass_of<kFast>(__fsub_rn(m, m4), T);
+    m = m4;
+  }
+  if (kSum) {
+    float w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), T);
+    s += sum4(w);
+  }
+  return grew;
+}
+
 /* The raw distribution (token_raw_logprob) of this thread, online: rm, the
  * running maximum of its finite raw logits, and rs = sum e^((x - rm) / T). */
 template <bool kFast>
@@ -260,32 +348,32 @@ __device__ __forceinline__ void raw_add(const float x[4], const Divisor &T, floa
   float f[4];
 #pragma unroll
   for (int e = 0; e < 4; e++) f[e] = fabsf(x[e]) < INFINITY ? x[e] : -INFINITY;
-  const float m4 = fmaxf(fmaxf(f[0], f[1]), fmaxf(f[2], f[3]));
-  if (m4 > rm) { /* -Inf - m4 = -Inf gives a scale of 0 */
-    rs *= (double)mass_of<kFast>(__fsub_rn(rm, m4), T);
-    rm = m4;
-  }
-  float w[4];
-#pragma unroll
-  for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(f[e], rm), T); /* -Inf, NaN: 0 */
-  rs += sum4(w);
+  online_add<true, kFast>(f, T, rm, rs);
+}
+
+/* The thread's maximum bm over its masked groups (ascending), the first
+ * group holding it (bj; the token is found after the pass, first_token)
+ * and, kSum (the softmax), the online mass sum ms relative to bm. */
+template <bool kSum, bool kFast>
+__device__ __forceinline__ void track4(const float x[4], int j, const Divisor &T, float &bm,
+                                       int &bj, double &ms) {
+  if (online_add<kSum, kFast>(x, T, bm, ms)) bj = j;
+}
+
+/* The first token of group bj of sv equal to bm (the thread's maximum). */
+__device__ __forceinline__ int first_token(const float *sv, int bj, float bm) {
+  const float4 q = *reinterpret_cast<const float4 *>(sv + bj);
+  return bj + (q.x == bm ? 0 : q.y == bm ? 1 : q.z == bm ? 2 : 3);
 }
 
 /* Masks tokens j .. j + 3 in place: a token stays iff its bit is set and
- * its value finite (NaN and +Inf set `nan`); bm is the thread's maximum so
- * far and bj the first group holding it (its id is found after the pass). */
-__device__ __forceinline__ void mask4(float x[4], uint32_t bits, int j, bool &nan, float &bm,
-                                      int &bj) {
+ * its value finite (NaN and +Inf set `nan`). */
+__device__ __forceinline__ void mask4(float x[4], uint32_t bits, bool &nan) {
 #pragma unroll
   for (int e = 0; e < 4; e++) {
     const float v = x[e];
     nan |= !(v < INFINITY);
     x[e] = ((bits >> e) & 1u) && fabsf(v) < INFINITY ? v : -INFINITY;
-  }
-  const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-  if (m4 > bm) { /* groups ascend: the first maximum stays */
-    bm = m4;
-    bj = j;
   }
 }
 
@@ -537,6 +625,76 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
   __syncwarp(); /* lane 0 reads the result */
 }
 
+/* ---- the softmax after pass 1 ------------------------------------------------------ */
+
+/* ingot_sampling_softmax after the load: the one cluster reduction, then
+ * p_i = e^((x_i - max) / T) * fp32(1 / Z) for the thread's groups (sv: the
+ * block's masked values), one-hot for a greedy row, zeros for an empty row.
+ * bm, bi, ms: the thread's maximum, its token and its online mass sum
+ * (track4, groups in ascending order). The exp is evaluated again here
+ * rather than stored by pass 1: a second reduction (for the maximum before
+ * the masses) costs more than the arithmetic. */
+__device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, int64_t lo, int n,
+                                               int wlo, int wend, float T, const Divisor &div_t,
+                                               float bm, int bi, double ms, uint32_t flags,
+                                               const float *sv) {
+  __shared__ SoftStats part[kDenseWarps], slot, result;
+  const SoftStats mine = {bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull, ms, flags};
+  const SoftStats identity = {0ull, 0.0, 0u};
+  const SoftStats st = cluster_reduce(mine, identity, ReduceSoft{div_t}, part, &slot, &result);
+  cluster_arrive_relaxed(); /* the slots are read; the wait is at the end */
+  const bool empty = st.best == 0;
+  if (cluster_rank() == 0 && threadIdx.x == 0 && a.row_status)
+    a.row_status[r] = st.flags | (empty ? INGOT_SAMPLING_ROW_EMPTY : 0u);
+  const bool soft = !empty && T > 0.0f;
+  const float m = empty ? 0.0f : best_value(st.best);
+  const float inv_z = soft ? (float)(1.0 / st.sum) : 0.0f;
+  const int64_t argmax = empty ? -1 : best_id(st.best);
+  const int hot = soft || argmax < lo || argmax >= lo + n ? -1 : (int)(argmax - lo);
+  float *prow = a.probs + r * a.probs_stride + lo;
+  const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
+  int j = wlo + 4 * lane_id();
+  if (soft && pvec) { /* whole aligned groups: the lean loop, kAhead groups at a time */
+    const int jend = min(wend, n & ~3);
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      for (int j0 = j; j0 < jend; j0 += 128 * kAhead) {
+        float4 x[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; u++)
+          if (j0 + 128 * u < jend) x[u] = *reinterpret_cast<const float4 *>(sv + j0 + 128 * u);
+#pragma unroll
+        for (int u = 0; u < kAhead; u++) {
+          if (j0 + 128 * u >= jend) break;
+          const auto p = [&](float v) {
+            return __fmul_rn(mass_of<kFast>(__fsub_rn(v, m), div_t), inv_z);
+          };
+          *reinterpret_cast<float4 *>(prow + j0 + 128 * u) =
+              make_float4(p(x[u].x), p(x[u].y), p(x[u].z), p(x[u].w));
+        }
+      }
+    });
+    j += max(jend - j + 127, 0) / 128 * 128; /* the first group past the lean ones */
+  }
+  for (; j < wend && j < n; j += 128) {
+    float p[4];
+    if (soft) {
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        p[e] = __fmul_rn(mass_of<false>(__fsub_rn(sv[j + e], m), div_t), inv_z);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; e++) p[e] = j + e == hot ? 1.0f : 0.0f;
+    }
+    if (pvec && j + 3 < n) {
+      *reinterpret_cast<float4 *>(prow + j) = make_float4(p[0], p[1], p[2], p[3]);
+    } else {
+      for (int e = 0; e < 4 && j + e < n; e++) prow[j + e] = p[e];
+    }
+  }
+  cluster_wait();
+}
+
 /* ---- the kernel -------------------------------------------------------------------- */
 
 /* Blocks per SM the registers must allow: the softmax's 64 KB rows fit three
@@ -577,7 +735,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   /* tokens below jfull come from the shared-memory copy (whole groups of 4) */
   const int jfull = vec ? (n & ~3) : 0;
   const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
-  const bool want_mass = kMode == kDenseSoftmax || a.out.token_logprob;
+  const bool want_mass = a.out.token_logprob;
 
   /* a row of the general kernel's (filter tensors given): decided before
    * anything is loaded, the whole cluster alike */
@@ -624,7 +782,9 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   double rs = 0.0;
   float bm = -INFINITY;
   int bj = 0;
+  double ms = 0.0;
   bool nan = false;
+  constexpr bool kSum = kMode == kDenseSoftmax; /* the online mass sum */
   /* f32 logits with no mask at all stay in sv as loaded (finite, or the
    * thread masks its groups again below); otherwise pass 1 writes back the
    * masked values, which the later passes read */
@@ -667,11 +827,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 #pragma unroll
           for (int e = 0; e < 4; e++) x[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
         }
-        const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-        if (m4 > bm) { /* groups ascend: the first maximum stays */
-          bm = m4;
-          bj = j;
-        }
+        track4<kSum, kFast>(x, j, raw_t, bm, bj, ms);
         if (in_place) *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
       }
       redo = !(seen < INFINITY);
@@ -685,40 +841,44 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
         if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
       }
-      mask4(x, words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu, j, nan, bm, bj);
+      mask4(x, words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu, nan);
+      track4<kSum, kFast>(x, j, raw_t, bm, bj, ms);
       *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
     }
   });
   if (redo) { /* sv holds the values, allowed or -Inf: only the finite ones stay */
     nan = true;
     bm = -INFINITY;
+    ms = 0.0;
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       float4 *q = reinterpret_cast<float4 *>(sv + j);
       float x[4] = {q->x, q->y, q->z, q->w};
-      mask4(x, 0xfu, j, nan, bm, bj);
+      mask4(x, 0xfu, nan);
+      track4<kSum, false>(x, j, raw_t, bm, bj, ms); /* the same masses as kFast */
       *q = make_float4(x[0], x[1], x[2], x[3]);
     }
   }
   if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
-  LoadStats mine;
-  mine.best = 0ull;
-  if (bm > -INFINITY) { /* the first token of group bj equal to bm (this thread wrote it) */
-    const float4 q = *reinterpret_cast<const float4 *>(sv + bj);
-    const int e = q.x == bm ? 0 : q.y == bm ? 1 : q.z == bm ? 2 : 3;
-    mine.best = best_key(bm, (int32_t)(lo + bj + e));
+  /* sv holds the masked values (this thread wrote or re-masked its groups) */
+  const int bi = bm > -INFINITY ? first_token(sv, bj, bm) : 0;
+  if (kMode == kDenseSoftmax) {
+    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, bm, bi, ms, flags, sv);
+    return;
   }
+  LoadStats mine;
+  mine.best = bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull;
   mine.raw_max = rm;
   mine.flags = flags;
   const LoadStats identity1 = {0ull, -INFINITY, 0u};
-  const LoadStats st =
-      cluster_reduce(mine, identity1, CombineLoad{}, load_part, &load_slot, &load_result);
+  const LoadStats st = cluster_reduce(mine, identity1, Butterfly<CombineLoad>{}, load_part,
+                                      &load_slot, &load_result);
   flags = st.flags;
   const bool empty = st.best == 0;
   if (empty) flags |= INGOT_SAMPLING_ROW_EMPTY;
   const float m = empty ? 0.0f : best_value(st.best);
   const int32_t argmax = empty ? -1 : best_id(st.best);
 
-  /* ---- 2. the masses and (sample) the draw ---- */
+  /* ---- 2. the draw and the mass ---- */
   /* sv holds the masked logits; s_i = (l_i - m) / T is computed where it is
    * used: by `scaled` for masses and the draw's filters, by div_exact (the
    * CPU's bits) for the draw keys and the drawn token */
@@ -726,25 +886,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   double mass = 0.0, raw_sum = 0.0;
   int32_t token = argmax; /* greedy, or -1 */
   const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
-  if (kMode == kDenseSoftmax && soft) {
-    with_fast(div_t.fast, [&](auto fast) {
-      constexpr bool kFast = decltype(fast)::value;
-      for (int j = wlo + 4 * lane; j < wend; j += 128) {
-        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-        const float x[4] = {q.x, q.y, q.z, q.w};
-        float w[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), div_t); /* -Inf: 0 */
-        mass += sum4(w);
-        *reinterpret_cast<float4 *>(sv + j) = make_float4(w[0], w[1], w[2], w[3]);
-      }
-    });
-  }
   unsigned long long best = 0ull;
-  if (kMode == kDenseSample && soft && small) {
+  if (soft && small) {
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
                  div_t, top_k, top_p, min_p, seed, position);
-  } else if (kMode == kDenseSample && soft) {
+  } else if (soft) {
     /* the argmax token's key: s = 0, so the key is its noise exactly */
     const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
@@ -809,90 +955,51 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   }
   /* a small top-k draw needs this reduction only for the raw sum (block 0
    * reads the other blocks' lists until the barrier at the end) */
-  if (kMode == kDenseSoftmax ? soft : (soft && !small) || want_raw) {
+  if ((soft && !small) || want_raw) {
     DrawStats d;
     d.mass = mass;
     /* this thread's raw sum, relative to the row's raw maximum */
     d.raw_sum = want_raw ? rs * (double)mass_of<false>(__fsub_rn(rm, st.raw_max), raw_t) : 0.0;
     d.best = best;
     const DrawStats identity2 = {0.0, 0.0, 0ull};
-    const DrawStats fin =
-        cluster_reduce(d, identity2, CombineDraw{}, draw_part, &draw_slot, &draw_result);
+    const DrawStats fin = cluster_reduce(d, identity2, Butterfly<CombineDraw>{}, draw_part,
+                                         &draw_slot, &draw_result);
     mass = fin.mass;
     raw_sum = fin.raw_sum;
-    if (kMode == kDenseSample && soft && !small) token = best_id(fin.best);
+    if (soft && !small) token = best_id(fin.best);
   }
   /* block 0's thread 0 (of warp 0, which ran the last step) writes the outputs */
-  if (kMode == kDenseSample && soft && small)
+  if (soft && small)
     token = rank0 && threadIdx.x == 0 ? small_sh.token : -1;
 
   /* ---- 3. outputs ---- */
   if (rank0 && threadIdx.x == 0 && a.row_status) a.row_status[r] = flags;
-  if (kMode == kDenseSoftmax) {
-    /* p = w * fp32(1 / Z); one-hot for greedy; zeros for an empty row */
-    const float inv_z = soft ? (float)(1.0 / mass) : 0.0f;
-    float *prow = a.probs + r * a.probs_stride + lo;
-    const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
-    const int hot = soft || token < lo || token >= lo + n ? -1 : (int)(token - lo);
-    int j = wlo + 4 * lane;
-    if (soft && pvec) /* whole aligned groups: the lean loop */
-      for (const int jend = min(wend, n & ~3); j < jend; j += 128) {
-        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-        *reinterpret_cast<float4 *>(prow + j) =
-            make_float4(__fmul_rn(q.x, inv_z), __fmul_rn(q.y, inv_z), __fmul_rn(q.z, inv_z),
-                        __fmul_rn(q.w, inv_z));
-      }
-    for (; j < wend && j < n; j += 128) {
-      float p[4];
-      if (soft) {
-        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-        p[0] = __fmul_rn(q.x, inv_z), p[1] = __fmul_rn(q.y, inv_z);
-        p[2] = __fmul_rn(q.z, inv_z), p[3] = __fmul_rn(q.w, inv_z);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; e++) p[e] = j + e == hot ? 1.0f : 0.0f;
-      }
-      if (pvec && j + 3 < n) {
-        *reinterpret_cast<float4 *>(prow + j) = make_float4(p[0], p[1], p[2], p[3]);
-      } else {
-        for (int e = 0; e < 4 && j + e < n; e++) prow[j + e] = p[e];
-      }
-    }
-  } else {
-    const ingot_sampling_output &o = a.out;
-    if (rank0 && threadIdx.x == 0) {
-      o.tokens[r] = token;
-      if (token < 0) {
-        if (o.token_logprob) o.token_logprob[r] = -INFINITY;
-        if (o.token_raw_logprob) o.token_raw_logprob[r] = -INFINITY;
-      }
-    }
-    /* the block holding the token writes its log-probabilities; block 0 for
-     * a small top-k (it alone knows the token, and its sv is scratch now) */
-    const bool small_draw = small && soft;
-    if (token >= 0 && threadIdx.x == 0 &&
-        (small_draw ? rank0 : token >= lo && token < lo + n)) {
-      if (o.token_logprob)
-        o.token_logprob[r] =
-            small_draw ? small_sh.logprob
-            : T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
-                       : 0.0f;
-      if (o.token_raw_logprob) {
-        /* the drawn token is allowed, so its raw logit is finite */
-        const float x = ingot_sampling_load(row, dtype, token - lo);
-        const float v = div_exact(__fsub_rn(x, st.raw_max), raw_t);
-        o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
-      }
+  const ingot_sampling_output &o = a.out;
+  if (rank0 && threadIdx.x == 0) {
+    o.tokens[r] = token;
+    if (token < 0) {
+      if (o.token_logprob) o.token_logprob[r] = -INFINITY;
+      if (o.token_raw_logprob) o.token_raw_logprob[r] = -INFINITY;
     }
   }
-  /* the slots were read remotely; their readers are done (the values were
-   * used), so no memory ordering is needed: a relaxed arrive */
-#if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::
-                   : "memory");
-#else
-  __syncthreads();
-#endif
+  /* the block holding the token writes its log-probabilities; block 0 for
+   * a small top-k (it alone knows the token, and its sv is scratch now) */
+  const bool small_draw = small && soft;
+  if (token >= 0 && threadIdx.x == 0 &&
+      (small_draw ? rank0 : token >= lo && token < lo + n)) {
+    if (o.token_logprob)
+      o.token_logprob[r] =
+          small_draw ? small_sh.logprob
+          : T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
+                     : 0.0f;
+    if (o.token_raw_logprob) {
+      /* the drawn token is allowed, so its raw logit is finite */
+      const float x = ingot_sampling_load(row, dtype, token - lo);
+      const float v = div_exact(__fsub_rn(x, st.raw_max), raw_t);
+      o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
+    }
+  }
+  cluster_exit();
 }
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
@@ -956,6 +1063,7 @@ extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   cudaGetLastError();
   ctx->sampling_dense_cluster = largest_cluster(dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32),
                                                 kDenseThreads, (size_t)limit, nonportable);
+
 }
 
 namespace {
