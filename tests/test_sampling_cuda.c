@@ -130,7 +130,9 @@ static void set_no_filters(batch *b) {
   for (int64_t r = 0; r < b->B; r++) b->top_k[r] = 0, b->top_p[r] = 1.0f, b->min_p[r] = 0.0f;
 }
 
-/* Random batch. kind: 0 mixed, 1 plain (no masks, no NaN), 2 top-k 50 + top-p 0.9. */
+/* Random batch. kind: 0 mixed (row kinds: -Inf prefix, NaN / +Inf sprinkles,
+ * empty, ties, all masked, ~5 tokens, descending, slowly ascending, plain),
+ * 1 plain (no masks, no NaN), 2 top-k 50 + top-p 0.9. */
 static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int kind,
                        int64_t num_top) {
   memset(b, 0, sizeof *b);
@@ -159,6 +161,9 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
       if (row_kind == 3) v = (float)(int)(v * 2) / 2;        /* many ties */
       if (row_kind == 5 && i % (V / 5 + 1) != 0) v = -INFINITY; /* ~5 tokens: fewer than k */
       if (row_kind == 6) v = (float)(shift - 0.01 * (double)i); /* descending: top in 1 block */
+      /* a slow ascent: every group raises its thread's running maximum, so the
+       * online sums are rescaled at every group with near-equal weights */
+      if (row_kind == 7) v = (float)(shift + 2e-5 * (double)i);
       set_logit(b, r, i, v);
     }
     if (b->allowed)
@@ -414,6 +419,22 @@ static double softmax_diff(const batch *b, const result *c, const result *g, int
   return worst;
 }
 
+/* The softmax of b on both backends: *g gets the GPU's (the caller frees
+ * it), checked against the CPU's by softmax_diff. */
+static void softmax_checked(const batch *b, result *g) {
+  result c;
+  alloc_result(&c, b), alloc_result(g, b);
+  EXPECT_OK(cpu, run_batch(cpu, b, 1, &c));
+  EXPECT_OK(gpu, run_batch(gpu, b, 1, g));
+  int64_t bad;
+  const double worst = softmax_diff(b, &c, g, &bad);
+  printf("  softmax B=%lld V=%lld (%s): max relative difference from the CPU %.3g\n",
+         (long long)b->B, (long long)b->V, ingot_dtype_name(b->dtype), worst);
+  EXPECT(bad == 0, "softmax B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
+         (long long)b->B, (long long)b->V, (long long)bad, worst);
+  free_result(&c);
+}
+
 static int test_softmax_vs_cpu(void) {
   static const int64_t shapes[][2] = {{1, 151936}, {3, 201088}, {8, 262144}, {17, 5000},
                                       {5, 1001}}; /* odd V: unaligned rows, scalar tails */
@@ -422,18 +443,29 @@ static int test_softmax_vs_cpu(void) {
     make_batch(&b, shapes[s][0], shapes[s][1],
                (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16}[s % 3],
                (int)(test_rand() % 3), 0);
-    result c, g;
-    alloc_result(&c, &b), alloc_result(&g, &b);
-    EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
-    EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
-    int64_t bad;
-    const double worst = softmax_diff(&b, &c, &g, &bad);
-    printf("  softmax B=%lld V=%lld: max relative difference from the CPU %.3g\n",
-           (long long)b.B, (long long)b.V, worst);
-    EXPECT(bad == 0, "softmax B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
-           (long long)b.B, (long long)b.V, (long long)bad, worst);
-    free_result(&c), free_result(&g), free_batch(&b);
+    result g;
+    softmax_checked(&b, &g);
+    free_result(&g), free_batch(&b);
   }
+  return 0;
+}
+
+/* The online sums' worst case: rows that rise slowly, so that every group of
+ * four raises its thread's running maximum (a rescale by the fast exp each
+ * time) while all groups weigh about the same. The CPU sums in double. */
+static int test_softmax_slow_ascent(void) {
+  static const double slope[4] = {1e-6, 2e-5, 1e-4, 1e-3}; /* per token, T = 1 */
+  static const float temps[4] = {1.0f, 0.5f, 1.0f, 2.0f};
+  batch b;
+  make_batch(&b, 4, 262144, INGOT_DTYPE_F32, 1, 0);
+  set_no_filters(&b);
+  for (int64_t r = 0; r < b.B; r++) {
+    b.temperature[r] = temps[r];
+    for (int64_t i = 0; i < b.V; i++) set_logit(&b, r, i, (float)(-3.0 + slope[r] * (double)i));
+  }
+  result g;
+  softmax_checked(&b, &g);
+  free_result(&g), free_batch(&b);
   return 0;
 }
 
@@ -474,16 +506,8 @@ static int test_softmax_rows_alone(void) {
     batch b;
     make_batch(&b, cases[k].B, cases[k].V, cases[k].dtype, 0, 0);
     b.nbanned = b.nbias = 0; /* batch_invariance has a row with lists */
-    result c, g;
-    alloc_result(&c, &b), alloc_result(&g, &b);
-    EXPECT_OK(cpu, run_batch(cpu, &b, 1, &c));
-    EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
-    int64_t bad;
-    const double worst = softmax_diff(&b, &c, &g, &bad);
-    printf("  softmax B=%lld V=%lld (%s): max relative difference from the CPU %.3g\n",
-           (long long)b.B, (long long)b.V, ingot_dtype_name(b.dtype), worst);
-    EXPECT(bad == 0, "B=%lld V=%lld: %lld probabilities off by > 2e-6 (worst %.3g)",
-           (long long)b.B, (long long)b.V, (long long)bad, worst);
+    result g;
+    softmax_checked(&b, &g);
     const int64_t rows[3] = {0, 37, b.B - 1};
     for (int i = 0; i < 3; i++) {
       int32_t *ban, *bias;
@@ -497,7 +521,7 @@ static int test_softmax_rows_alone(void) {
              (long long)b.B, (long long)b.V, (long long)rows[i], g.status[rows[i]], g1.status[0]);
       free_result(&g1), free(ban), free(bias);
     }
-    free_result(&c), free_result(&g), free_batch(&b);
+    free_result(&g), free_batch(&b);
   }
   return 0;
 }
@@ -997,6 +1021,7 @@ int main(void) {
   test_run("small_vocab_topk", test_small_vocab_topk);
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("softmax_rows_alone", test_softmax_rows_alone);
+  test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);
