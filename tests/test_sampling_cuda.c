@@ -915,9 +915,9 @@ static int test_graph_replay(void) {
  * CUDA graph: a softmax writes P, ingot_sample reads P as its logits, a
  * second softmax overwrites P. The tokens must be the CPU's draw on the
  * first P (read after write) and P the second softmax's (write after read).
- * P starts as zeros each round. This is the test that caught programmatic
- * dependent launch (tried in session 5, docs/perf-notes.md): with it, the
- * draw saw the wrong P in every round. */
+ * P starts as zeros each round. With programmatic dependent launch each
+ * kernel is scheduled while the previous one runs, so this is where a wait
+ * placed too late would show (docs/perf-notes.md, sessions 5 and 6). */
 static int test_chained_calls(void) {
   const int64_t B = 4, V = 262144;
   const size_t bytes = (size_t)(B * V) * 4;

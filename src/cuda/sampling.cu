@@ -571,6 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   extern __shared__ float4 dynamic_smem[];
   float *sv = reinterpret_cast<float *>(dynamic_smem);
   __shared__ Shared sh;
+  wait_for_previous_grid();
   const ingot_sampling_input &in = a.in;
   const BlockPart part = block_part(a);
   const int64_t r = part.r, lo = part.lo;
@@ -897,11 +898,11 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr;
-  cluster_launch_config(&cfg, &attr, (unsigned)(args.in.batch * g.cluster), kThreads,
+  cudaLaunchAttribute attr[2];
+  cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * g.cluster), kThreads,
                         (size_t)g.chunk * sizeof(float) * (args.keep_raw ? 2 : 1) +
                             (size_t)g.chunk / 8,
-                        stream, ctx->cc_major >= 9 ? g.cluster : 0);
+                        stream, ctx->cc_major >= 9 ? g.cluster : 0, ctx->cc_major >= 9);
   INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, sampling_kernel<kMode>, args));
   return ingot_cuda_check_launch(ctx, op);
 }

@@ -203,22 +203,40 @@ __device__ __forceinline__ uint32_t apply_lists(const ingot_sampling_input &in, 
 /* cfg for `blocks` blocks of `threads` threads with `smem` bytes of dynamic
  * shared memory, in clusters of `cluster` blocks (0: no cluster attribute,
  * as before sm_90). attr is pointed to by cfg: it must outlive it. */
-inline void cluster_launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr,
+inline void cluster_launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute attr[2],
                                   unsigned blocks, int threads, size_t smem, cudaStream_t stream,
-                                  int cluster) {
+                                  int cluster, bool pdl = false) {
   *cfg = cudaLaunchConfig_t{};
   cfg->gridDim = dim3(blocks);
   cfg->blockDim = dim3((unsigned)threads);
   cfg->dynamicSmemBytes = smem;
   cfg->stream = stream;
+  cfg->attrs = attr;
   if (cluster > 0) {
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = (unsigned)cluster;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg->attrs = attr;
-    cfg->numAttrs = 1;
+    attr[cfg->numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[cfg->numAttrs].val.clusterDim.x = (unsigned)cluster;
+    attr[cfg->numAttrs].val.clusterDim.y = 1;
+    attr[cfg->numAttrs].val.clusterDim.z = 1;
+    cfg->numAttrs++;
   }
+  if (pdl) { /* the kernel calls wait_for_previous_grid() before its first memory access */
+    attr[cfg->numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg->numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    cfg->numAttrs++;
+  }
+}
+
+/* Programmatic dependent launch (sm_90): a sampling kernel is launched
+ * while the previous kernel of the stream still runs, and waits here, before
+ * it reads or writes global memory, until that kernel has finished and its
+ * writes are visible; then it lets the next kernel of the stream launch (that
+ * one waits in the same way for this one to finish). Outside such a launch
+ * both are no-ops. */
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 /* The largest cluster, 16 blocks (when non-portable sizes are allowed), 8, 4
@@ -228,8 +246,8 @@ template <class Kernel>
 inline int largest_cluster(Kernel kernel, int threads, size_t smem, bool nonportable) {
   for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
     cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr;
-    cluster_launch_config(&cfg, &attr, (unsigned)size, threads, smem, nullptr, size);
+    cudaLaunchAttribute attr[2];
+    cluster_launch_config(&cfg, attr, (unsigned)size, threads, smem, nullptr, size);
     int clusters = 0;
     const bool ok =
         cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0;

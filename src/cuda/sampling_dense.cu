@@ -718,6 +718,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
   __shared__ SmallKShared small_sh;
 
+  wait_for_previous_grid();
   const ingot_sampling_input &in = a.in;
   const BlockPart part = block_part(a);
   const int64_t r = part.r, lo = part.lo;
@@ -1099,9 +1100,10 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
   dense_geometry(ctx, args.in.vocab, &c, &chunk);
   args.chunk = chunk;
   cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr;
-  cluster_launch_config(&cfg, &attr, (unsigned)(args.in.batch * c), kDenseThreads,
-                        dense_smem_bytes(kMode, args.in.dtype, chunk), stream, c > 1 ? c : 0);
+  cudaLaunchAttribute attr[2];
+  cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * c), kDenseThreads,
+                        dense_smem_bytes(kMode, args.in.dtype, chunk), stream, c > 1 ? c : 0,
+                        ctx->cc_major >= 9);
   INGOT_CUDA_TRY(ctx, op,
                  cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));
   return ingot_cuda_check_launch(ctx, op);
