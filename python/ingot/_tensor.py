@@ -100,15 +100,15 @@ def _torch_dtype_table(torch):
 # ---- descriptors ----------------------------------------------------------------
 
 def _fill(name, data, dtype, shape, strides):
-    if len(shape) > TENSOR_MAX_DIMS:
-        raise ValueError(f"{name}: {len(shape)} dimensions, ingot takes at most {TENSOR_MAX_DIMS}")
+    ndim = len(shape)
+    if ndim > TENSOR_MAX_DIMS:
+        raise ValueError(f"{name}: {ndim} dimensions, ingot takes at most {TENSOR_MAX_DIMS}")
     t = ingot_tensor()
     t.data = data or None
     t.dtype = int(dtype)
-    t.ndim = len(shape)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        t.shape[i] = int(n)
-        t.stride[i] = int(s)
+    t.ndim = ndim
+    t.shape[:ndim] = [int(n) for n in shape]  # one slice assignment each: the hot path
+    t.stride[:ndim] = [int(s) for s in strides]
     return t
 
 
@@ -121,10 +121,11 @@ def _contiguous_strides(shape):
 
 
 def _element_strides(name, byte_strides, itemsize):
-    if any(s % itemsize for s in byte_strides):
+    strides = [s // itemsize for s in byte_strides]
+    if any(s * itemsize != b for s, b in zip(strides, byte_strides)):
         raise ValueError(f"{name}: byte strides {tuple(byte_strides)} are not multiples of "
                          f"the element size {itemsize}")
-    return tuple(s // itemsize for s in byte_strides)
+    return strides
 
 
 def _unknown_dtype(name, what):
@@ -141,9 +142,23 @@ def _from_torch(name, x, torch):
     return Described(x, t, "torch", device)
 
 
+# numpy dtype object -> DType (None: no equivalent, or not native byte order);
+# dtype.name is slow Python code in numpy, so each dtype is looked up once.
+_numpy_dtype_cache = {}
+
+
+def _numpy_dtype(np_dtype):
+    try:
+        return _numpy_dtype_cache[np_dtype]
+    except KeyError:
+        d = _NUMPY_DTYPES.get(np_dtype.name) if np_dtype.isnative else None
+        _numpy_dtype_cache[np_dtype] = d
+        return d
+
+
 def _from_numpy(name, x, writable):
-    dtype = _NUMPY_DTYPES.get(x.dtype.name)
-    if dtype is None or not x.dtype.isnative:
+    dtype = _numpy_dtype(x.dtype)
+    if dtype is None:
         raise _unknown_dtype(name, x.dtype.str)
     if writable and not x.flags.writeable:
         raise ValueError(f"{name}: the array is read-only")

@@ -48,6 +48,30 @@ def test_dtypes():
         ingot.DType.parse("f64")
 
 
+def test_describe_numpy():
+    np = pytest.importorskip("numpy")
+    from ingot._tensor import describe
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, 1:5]  # a strided view
+    d = describe(x, "x")
+    assert d.shape == (4, 4) and list(d.tensor.stride[:2]) == [6, 1]
+    assert d.tensor.dtype == int(ingot.DType.F32) and d.tensor.data == x.ctypes.data
+    for _ in range(2):  # the second time from the dtype cache
+        with pytest.raises(TypeError, match="x: dtype >f4 has no ingot equivalent"):
+            describe(np.zeros(3, dtype=">f4"), "x")
+        with pytest.raises(TypeError, match="x: dtype <f8 has no ingot equivalent"):
+            describe(np.zeros(3), "x")
+    raw = np.zeros(16, dtype=np.uint8)
+    odd = np.lib.stride_tricks.as_strided(raw[:12].view(np.int32), shape=(3,), strides=(2,))
+    with pytest.raises(ValueError, match=r"y: byte strides \(2,\) are not multiples of the "
+                                         "element size 4"):
+        describe(odd, "y")
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.zeros(3, dtype=np.float32)
+        ro.flags.writeable = False
+        describe(ro, "z", writable=True)
+
+
 def test_backend_available():
     assert ingot.backend_available("cpu") is True
     assert isinstance(ingot.backend_available("cuda"), bool)
