@@ -121,11 +121,10 @@ def _contiguous_strides(shape):
 
 
 def _element_strides(name, byte_strides, itemsize):
-    strides = [s // itemsize for s in byte_strides]
-    if any(s * itemsize != b for s, b in zip(strides, byte_strides)):
+    if any(s % itemsize for s in byte_strides):
         raise ValueError(f"{name}: byte strides {tuple(byte_strides)} are not multiples of "
                          f"the element size {itemsize}")
-    return strides
+    return [s // itemsize for s in byte_strides]
 
 
 def _unknown_dtype(name, what):

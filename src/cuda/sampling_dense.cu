@@ -1064,7 +1064,6 @@ extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   cudaGetLastError();
   ctx->sampling_dense_cluster = largest_cluster(dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32),
                                                 kDenseThreads, (size_t)limit, nonportable);
-
 }
 
 namespace {
