@@ -1001,6 +1001,66 @@ static int test_chained_calls(void) {
   return 0;
 }
 
+/* A fresh context whose first calls are captured into a graph (global
+ * mode): nothing a first call sets up may be illegal during a capture (the
+ * kernels' attributes are set when the context is created). B = 48 rows of
+ * V = 262144, more than run at once; the replay must equal the shared
+ * context's eager calls, bit for bit. */
+static int test_capture_first_call(void) {
+  const int64_t B = 48, V = 262144, W = (V + 31) / 32;
+  const size_t n = (size_t)(B * V);
+  float *h = xcalloc(n * 4), *temp = xcalloc(B * 4), *p_graph = xcalloc(n * 4),
+        *p_eager = xcalloc(n * 4);
+  uint32_t *allowed = xcalloc((size_t)(B * W) * 4);
+  uint64_t *seed = xcalloc(B * 8);
+  int32_t *tok_graph = xcalloc(B * 4), *tok_eager = xcalloc(B * 4);
+  for (size_t i = 0; i < n; i++) h[i] = (float)(rand_normal() * 3.0);
+  for (int64_t i = 0; i < B * W; i++) allowed[i] = (uint32_t)test_rand();
+  for (int64_t r = 0; r < B; r++) temp[r] = 0.8f, seed[r] = test_rand();
+  float *dl = dev_copy(h, n * 4), *dT = dev_copy(temp, B * 4), *dp = dev_copy(NULL, n * 4);
+  void *dA = dev_copy(allowed, (size_t)(B * W) * 4), *dS = dev_copy(seed, B * 8),
+       *dTok = dev_copy(NULL, B * 4);
+  ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
+               tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
+               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
+               tA = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W, W),
+               tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
+               tTok = ingot_tensor_1d(dTok, INGOT_DTYPE_I32, B);
+  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+  prm.temperature = &tT, prm.seed = &tS, prm.allowed = &tA;
+  struct CUstream_st *s = (struct CUstream_st *)stream;
+  ingot_context_t fresh;
+  EXPECT(ingot_context_create(INGOT_BACKEND_CUDA, 0, &fresh) == INGOT_OK, "context");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ingot_status st[2] = {ingot_sampling_softmax(fresh, &tl, &prm, &tp, NULL, NULL, 0, s),
+                        ingot_sample(fresh, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s)};
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  for (int i = 0; i < 2; i++) EXPECT_OK(fresh, st[i]);
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaMemcpy(p_graph, dp, n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(tok_graph, dTok, B * 4, cudaMemcpyDeviceToHost);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  ingot_context_destroy(fresh);
+  CUDA_OK(cudaMemset(dp, 0, n * 4));
+  EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, NULL, 0, s));
+  EXPECT_OK(gpu, ingot_sample(gpu, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaMemcpy(p_eager, dp, n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(tok_eager, dTok, B * 4, cudaMemcpyDeviceToHost);
+  EXPECT(memcmp(p_graph, p_eager, n * 4) == 0, "captured softmax != eager");
+  EXPECT(memcmp(tok_graph, tok_eager, B * 4) == 0, "captured tokens != eager");
+  void *all[] = {dl, dT, dp, dA, dS, dTok};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
+  free(h), free(temp), free(p_graph), free(p_eager), free(allowed), free(seed);
+  free(tok_graph), free(tok_eager);
+  return 0;
+}
+
 int main(void) {
   test_init("test_sampling_cuda");
   quick = getenv("INGOT_TEST_QUICK") != NULL;
@@ -1028,6 +1088,7 @@ int main(void) {
   test_run("bad_parameter_row", test_bad_parameter_row);
   test_run("graph_replay", test_graph_replay);
   test_run("chained_calls", test_chained_calls);
+  test_run("capture_first_call", test_capture_first_call);
   cudaStreamDestroy(stream);
   ingot_context_destroy(cpu);
   ingot_context_destroy(gpu);
