@@ -151,36 +151,48 @@ __device__ __forceinline__ unsigned long long best_key(float v, int32_t id) {
 
 __device__ __forceinline__ int32_t best_id(unsigned long long k) { return (int32_t)~(uint32_t)k; }
 
-__device__ __forceinline__ float best_value(unsigned long long k) {
-  const uint32_t key = (uint32_t)(k >> 32);
+/* The value of a rank_key. */
+__device__ __forceinline__ float key_value(uint32_t key) {
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
-struct CombineLoad {
-  __device__ void operator()(LoadStats &a, const LoadStats &b) const {
-    a.best = a.best > b.best ? a.best : b.best;
-    a.raw_max = fmaxf(a.raw_max, b.raw_max);
-    a.flags |= b.flags;
-  }
-};
+__device__ __forceinline__ float best_value(unsigned long long k) {
+  return key_value((uint32_t)(k >> 32));
+}
 
-struct CombineDraw {
-  __device__ void operator()(DrawStats &a, const DrawStats &b) const {
-    a.mass += b.mass;
-    a.raw_sum += b.raw_sum;
-    a.best = a.best > b.best ? a.best : b.best;
-  }
-};
+/* The largest of the warp's 64-bit keys, on every lane: two 32-bit
+ * reductions (the high words, then the low words of the lanes holding the
+ * largest high word) instead of five rounds of shuffles. */
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long v) {
+  const uint32_t hi = __reduce_max_sync(0xffffffffu, (uint32_t)(v >> 32));
+  const uint32_t lo =
+      __reduce_max_sync(0xffffffffu, (uint32_t)(v >> 32) == hi ? (uint32_t)v : 0u);
+  return (unsigned long long)hi << 32 | lo;
+}
 
-/* A combination of each warp's 32 values, every lane getting the result: a
- * butterfly of a pairwise Combine. Floating-point additions give every lane
- * the same bits (each step adds the same two values, commuted). */
-template <class Combine>
-struct Butterfly {
-  template <class S>
-  __device__ __forceinline__ S operator()(S v) const {
+/* The warp's sum of one double a lane, on every lane: a butterfly, so every
+ * lane gets the same bits (each step adds the same two values, commuted). */
+__device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) Combine{}(v, shfl_xor(v, o));
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* The reductions over a warp, every lane getting the result. */
+struct ReduceLoad {
+  __device__ __forceinline__ LoadStats operator()(LoadStats v) const {
+    v.best = warp_max_key(v.best);
+    v.raw_max = key_value(__reduce_max_sync(0xffffffffu, rank_key(v.raw_max))); /* no NaN */
+    v.flags = __reduce_or_sync(0xffffffffu, v.flags);
+    return v;
+  }
+};
+
+struct ReduceDraw {
+  __device__ __forceinline__ DrawStats operator()(DrawStats v) const {
+    v.mass = warp_sum(v.mass);
+    v.raw_sum = warp_sum(v.raw_sum);
+    v.best = warp_max_key(v.best);
     return v;
   }
 };
@@ -200,16 +212,10 @@ struct SoftStats {
 struct ReduceSoft {
   Divisor T; /* > 0 (1 for a greedy row, whose sum is not used) */
   __device__ __forceinline__ SoftStats operator()(SoftStats v) const {
-    unsigned long long m = v.best;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const unsigned long long x = shfl_xor(m, o);
-      m = x > m ? x : m;
-    }
+    const unsigned long long m = warp_max_key(v.best);
     if (v.best != 0 && v.best != m)
       v.sum *= (double)mass_of<false>(__fsub_rn(best_value(v.best), best_value(m)), T);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v.sum += __shfl_xor_sync(0xffffffffu, v.sum, o);
+    v.sum = warp_sum(v.sum);
     v.flags = __reduce_or_sync(0xffffffffu, v.flags);
     v.best = m;
     return v;
@@ -609,11 +615,7 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
       best = b > best ? b : best;
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long b = shfl_xor(best, o);
-    best = b > best ? b : best;
-  }
+  best = warp_max_key(best);
   const int32_t token = best_id(best);
   for (int h = 0; h < kSmallK / 32; h++) {
     const int j = lane + 32 * h;
@@ -871,7 +873,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   mine.raw_max = rm;
   mine.flags = flags;
   const LoadStats identity1 = {0ull, -INFINITY, 0u};
-  const LoadStats st = cluster_reduce(mine, identity1, Butterfly<CombineLoad>{}, load_part,
+  const LoadStats st = cluster_reduce(mine, identity1, ReduceLoad{}, load_part,
                                       &load_slot, &load_result);
   flags = st.flags;
   const bool empty = st.best == 0;
@@ -933,23 +935,33 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         count += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
       }
       __syncwarp();
-      for (int i = lane; i < count; i += 32) {
-        const int j = wcand[i];
+      /* one candidate: its approximate key first, the exact one only near the best */
+      const auto consider = [&](int j, float u) {
         const float d = __fsub_rn(sv[j], m);
         const int32_t id = (int32_t)(lo + j);
-        /* an opaque copy: the generator's first products of the position,
-         * hoisted out of this loop, would be spilled at 64 registers */
-        uint64_t pos = position;
-        asm volatile("" : "+l"(pos));
-        const float u = ingot_sampling_ref_uniform(seed, pos, (uint32_t)id);
         /* `scaled` is exact here but for |s| tiny or huge, far below the slack */
         const float approx = __fadd_rn(scaled<kFast>(d, div_t), gumbel_approx(u));
-        if (approx < __fsub_rn(fmaxf(l0, best_k), kApproxSlack)) continue;
+        if (approx < __fsub_rn(fmaxf(l0, best_k), kApproxSlack)) return;
         const float key = __fadd_rn(div_exact(d, div_t), ingot_sampling_ref_gumbel_of(u));
         if (key > best_k || (key == best_k && id < best_tok)) {
           best_k = key;
           best_tok = id;
         }
+      };
+      /* two candidates a lane at a time: their generator calls are two
+       * independent chains of dependent multiplies, which the scheduler
+       * interleaves (the best key does not depend on the order) */
+      for (int i = lane; i < count; i += 64) {
+        const bool two = i + 32 < count;
+        const int j0 = wcand[i], j1 = two ? wcand[i + 32] : j0;
+        /* an opaque copy: the generator's first products of the position,
+         * hoisted out of this loop, would be spilled at 64 registers */
+        uint64_t pos = position;
+        asm volatile("" : "+l"(pos));
+        const float u0 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + j0));
+        const float u1 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + j1));
+        consider(j0, u0);
+        if (two) consider(j1, u1);
       }
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
@@ -963,7 +975,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     d.raw_sum = want_raw ? rs * (double)mass_of<false>(__fsub_rn(rm, st.raw_max), raw_t) : 0.0;
     d.best = best;
     const DrawStats identity2 = {0.0, 0.0, 0ull};
-    const DrawStats fin = cluster_reduce(d, identity2, Butterfly<CombineDraw>{}, draw_part,
+    const DrawStats fin = cluster_reduce(d, identity2, ReduceDraw{}, draw_part,
                                          &draw_slot, &draw_result);
     mass = fin.mass;
     raw_sum = fin.raw_sum;
