@@ -1039,6 +1039,8 @@ static int test_capture_first_call(void) {
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   for (int i = 0; i < 2; i++) EXPECT_OK(fresh, st[i]);
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaMemset(dp, 0, n * 4)); /* so that a replay that writes nothing fails */
+  CUDA_OK(cudaMemset(dTok, 0xff, B * 4));
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   cudaMemcpy(p_graph, dp, n * 4, cudaMemcpyDeviceToHost);

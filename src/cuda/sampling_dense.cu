@@ -950,7 +950,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       };
       /* two candidates a lane at a time: their generator calls are two
        * independent chains of dependent multiplies, which the scheduler
-       * interleaves (the best key does not depend on the order) */
+       * interleaves (the best key does not depend on the order); a lane
+       * without a second one repeats the first call, unused */
       for (int i = lane; i < count; i += 64) {
         const bool two = i + 32 < count;
         const int j0 = wcand[i], j1 = two ? wcand[i + 32] : j0;
