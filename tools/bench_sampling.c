@@ -14,7 +14,10 @@
  * Logits: 3 x a normal-ish variate (Irwin-Hall sum of four uniforms), so s =
  * (l - max) / T spreads over about [-30, 0] and almost every token needs its
  * Gumbel noise (the draw skips only tokens with s < -26): a hard case for the
- * draw, not the easiest one. Every slot has its own logits and seeds.
+ * draw, not the easiest one. The masked step runs again on logits shaped
+ * like a language model's (llm_logit), where the draw's filter leaves ~0.2%
+ * of the tokens: what a decode step usually costs. Every slot has its own
+ * logits and seeds.
  *
  * Floors: bytes of logits read once, plus probs written once (softmax), at
  * the measured copy rate. The masked step also reads the bitmask.
@@ -36,6 +39,7 @@ typedef struct sampling_params {
   int kind;
   int64_t batch, vocab;
   int off_tensors; /* pass top_k = 0 and top_p = 1 tensors (every row off) */
+  int llm_like;    /* logits shaped like a language model's (see llm_logit) */
 } sampling_params;
 
 typedef struct sampling_state {
@@ -60,6 +64,16 @@ static float normalish(bench_rng *r) {
   double s = 0;
   for (int i = 0; i < 4; i++) s += (double)bench_rand_below(r, 1u << 24) / (double)(1u << 24);
   return (float)((s - 2.0) * 1.7320508075688772); /* unit variance */
+}
+
+/* A language model's logits at a decode step, roughly: a bulk (2.5 x the
+ * variate above, within +-8.7) and a head of one token in 256 raised by 8 to
+ * 24, so the maximum sits ~20-30 above the bulk. At T = 0.8 the bulk has
+ * s < -26 and needs no Gumbel noise; ~0.1-0.2% of the tokens do. */
+static float llm_logit(bench_rng *r) {
+  const float bulk = 2.5f * normalish(r);
+  if (bench_rand_below(r, 256) != 0) return bulk;
+  return bulk + 8.0f + 16.0f * (float)bench_rand_below(r, 1u << 24) / (float)(1u << 24);
 }
 
 static int sampling_setup(bench_env *env, const void *params, void **state, bench_info *info) {
@@ -108,7 +122,8 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   /* slot 0 last, so that the host copies hold slot 0 */
   for (int slot = s->slots - 1; slot >= 0; slot--) {
     bench_rng rng = bench_rng_seed("sampling", (uint64_t)slot * 1000 + (uint64_t)p->kind);
-    for (int64_t i = 0; i < B * V; i++) s->h_logits[i] = 3.0f * normalish(&rng);
+    for (int64_t i = 0; i < B * V; i++)
+      s->h_logits[i] = p->llm_like ? llm_logit(&rng) : 3.0f * normalish(&rng);
     for (int64_t i = 0; i < B * s->words; i++) s->h_allowed[i] = (uint32_t)bench_rand(&rng);
     for (int64_t r = 0; r < B; r++) s->h_seed[r] = bench_rand(&rng);
     if (bench_upload(env, s->logits + (size_t)slot * (size_t)(B * V), s->h_logits,
@@ -245,24 +260,32 @@ void bench_sampling_register(bench_registry *reg) {
     int kind;
     int64_t B, V;
     const char *op, *name;
-    int off_tensors;
+    int off_tensors, llm_like;
   } cases[] = {
-      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0},
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0},
-      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0},
-      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0},
-      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0},
-      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0},
+      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0, 0},
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0, 0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0, 0},
+      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0, 0},
+      /* the same with logits shaped like a language model's: the draw's
+       * filter leaves ~0.2% of the tokens (the rows above: ~all allowed) */
+      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs, LLM-like logits B=1 V=151936",
+       0, 1},
+      {CASE_MASKED, 64, 262144, "sample",
+       "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1},
+      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0},
+      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0},
       /* the same work with top_k / top_p tensors passed, every row off: the
        * dense kernel for the rows, then the general one finding none */
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1},
-      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1},
-      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1},
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1, 0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1, 0},
+      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1,
+       0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V, cases[i].off_tensors};
+    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V, cases[i].off_tensors,
+                         cases[i].llm_like};
     bench_add(reg, "sampling", cases[i].op, cases[i].name, &sampling_ops, &p, sizeof p);
   }
 }

@@ -131,10 +131,11 @@ __device__ __forceinline__ S shfl_xor(const S &v, int offset) {
 }
 
 /* After the load: the argmax (value key << 32 | ~id, 0 when nothing is
- * allowed), the flags, and the raw distribution's maximum. */
+ * allowed), the flags, and the raw distribution's maximum; l0, the argmax
+ * token's Gumbel noise, is not reduced: the result's finish computes it. */
 struct LoadStats {
   unsigned long long best;
-  float raw_max;
+  float raw_max, l0;
   uint32_t flags;
 };
 
@@ -226,10 +227,18 @@ struct ReduceSoft {
  * over each warp, then over the warps, then over the blocks in rank order),
  * so every block gets the same bits whatever the batch. `slot` is this
  * block's published value (read by the other blocks after the cluster
- * barrier: a different slot for each reduction of a launch). */
-template <class S, class WarpReduce>
+ * barrier: a different slot for each reduction of a launch). `finish`
+ * completes the result once a block (warp 0), before the block reads it. */
+struct NoFinish {
+  template <class S>
+  __device__ __forceinline__ S operator()(const S &v) const {
+    return v;
+  }
+};
+
+template <class S, class WarpReduce, class Finish = NoFinish>
 __device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *warp_part,
-                            S *slot, S *result) {
+                            S *slot, S *result, Finish finish = Finish{}) {
   const int lane = lane_id(), warp = warp_id();
   v = warp_reduce(v);
   if (lane == 0) warp_part[warp] = v;
@@ -241,6 +250,7 @@ __device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *w
   cluster_sync();
   if (warp == 0) {
     S y = warp_reduce((unsigned)lane < cluster_blocks() ? *remote(slot, (unsigned)lane) : identity);
+    y = finish(y);
     if (lane == 0) *result = y;
   }
   __syncthreads();
@@ -871,10 +881,19 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   LoadStats mine;
   mine.best = bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull;
   mine.raw_max = rm;
+  mine.l0 = 0.0f;
   mine.flags = flags;
-  const LoadStats identity1 = {0ull, -INFINITY, 0u};
+  const LoadStats identity1 = {0ull, -INFINITY, 0.0f, 0u};
+  /* the argmax token's key, for a soft row's draw: s = 0, so the key is its
+   * noise exactly; once a block, by warp 0 (the other warps wait anyway) */
+  const bool draws = T > 0.0f && !small;
+  const auto noise_of_argmax = [&](LoadStats v) {
+    if (draws && v.best != 0)
+      v.l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)best_id(v.best));
+    return v;
+  };
   const LoadStats st = cluster_reduce(mine, identity1, ReduceLoad{}, load_part,
-                                      &load_slot, &load_result);
+                                      &load_slot, &load_result, noise_of_argmax);
   flags = st.flags;
   const bool empty = st.best == 0;
   if (empty) flags |= INGOT_SAMPLING_ROW_EMPTY;
@@ -894,8 +913,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
                  div_t, top_k, top_p, min_p, seed, position);
   } else if (soft) {
-    /* the argmax token's key: s = 0, so the key is its noise exactly */
-    const float l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)argmax);
+    const float l0 = st.l0;
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
     uint16_t *wcand = cand + wlo; /* this warp's candidates (offsets in the block) */
     float best_k = -INFINITY;
@@ -923,7 +941,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
             mass += sum4(w);
           }
         }
-        /* compaction: this thread's count (0-4) by its three bits, one ballot each */
+        /* compaction: this thread's count (0-4) by its three bits, one ballot
+         * each; nothing to do where the warp has no candidate (most groups of
+         * a language model's logits) */
+        if (__ballot_sync(0xffffffffu, c != 0) == 0) continue;
         const unsigned k = __popc(c);
         const unsigned b0 = __ballot_sync(0xffffffffu, k & 1u);
         const unsigned b1 = __ballot_sync(0xffffffffu, k & 2u);
