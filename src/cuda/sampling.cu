@@ -571,7 +571,6 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   extern __shared__ float4 dynamic_smem[];
   float *sv = reinterpret_cast<float *>(dynamic_smem);
   __shared__ Shared sh;
-  wait_for_previous_grid();
   const ingot_sampling_input &in = a.in;
   const BlockPart part = block_part(a);
   const int64_t r = part.r, lo = part.lo;
@@ -580,6 +579,9 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const float scale = ldexpf(1.0f, a.frac_bits);
   const bool rank0 = crank == 0;
   int phase = 0;
+  /* the above reads only the kernel's parameters: before the wait, so that
+   * their constant-cache misses overlap the previous kernel's tail */
+  wait_for_previous_grid();
 
   if (a.split && row_for_dense(a, r, kMode == kSample)) return; /* the dense kernel's row */
 

@@ -231,7 +231,10 @@ inline void cluster_launch_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute a
  * it reads or writes global memory, until that kernel has finished and its
  * writes are visible; then it lets the next kernel of the stream launch (that
  * one waits in the same way for this one to finish). Outside such a launch
- * both are no-ops. */
+ * both are no-ops. The kernels read their parameters (constant memory, never
+ * written by a kernel) and compute their addresses BEFORE the wait: those
+ * constant-cache misses then overlap the previous kernel's tail (~0.3-0.4 us
+ * a call at B = 1 on the H200). */
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -730,7 +730,6 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
   __shared__ SmallKShared small_sh;
 
-  wait_for_previous_grid();
   const ingot_sampling_input &in = a.in;
   const BlockPart part = block_part(a);
   const int64_t r = part.r, lo = part.lo;
@@ -749,6 +748,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const int jfull = vec ? (n & ~3) : 0;
   const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
   const bool want_mass = a.out.token_logprob;
+  const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
+  /* Everything above reads only the kernel's parameters, which the previous
+   * kernel does not write: computed before the wait, their constant-cache
+   * misses overlap that kernel's tail. */
+  wait_for_previous_grid();
 
   /* a row of the general kernel's (filter tensors given): decided before
    * anything is loaded, the whole cluster alike */
@@ -761,7 +765,6 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
    * later reads only the groups it copied (no barrier for those), and the
    * words after the block barrier. Unaligned rows and the row's last
    * partial group are loaded directly. */
-  const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
   const int jcopy = min(wend, jfull);
 #pragma unroll 4
   for (int j = wlo + 4 * lane; j < jcopy; j += 128) {
@@ -1028,8 +1031,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
           : T > 0.0f ? (float)((double)div_exact(__fsub_rn(sv[token - lo], m), div_t) - log(mass))
                      : 0.0f;
     if (o.token_raw_logprob) {
-      /* the drawn token is allowed, so its raw logit is finite */
-      const float x = ingot_sampling_load(row, dtype, token - lo);
+      /* the drawn token is allowed, so its raw logit is finite, and sv holds
+       * it unless a bias changed it (a small top-k draw overwrote sv) */
+      const float x = lists || small_draw ? ingot_sampling_load(row, dtype, token - lo)
+                                          : sv[token - lo];
       const float v = div_exact(__fsub_rn(x, st.raw_max), raw_t);
       o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
     }
