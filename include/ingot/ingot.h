@@ -778,11 +778,13 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * or its neighbours.
  * On sm_90 both kernels use programmatic dependent launch: each may be
  * scheduled while the stream's previous kernel still runs, and waits for
- * it to complete before touching memory; it then lets the stream's next
+ * it to complete before touching global memory (only its own launch
+ * parameters are read before); it then lets the stream's next
  * kernel be scheduled early, which matters only if that kernel was itself
  * launched with programmatic stream serialization (and so must wait the
- * same way before reading these outputs). In a CUDA graph this hides ~0.5
- * us of launch latency a kernel (H200).
+ * same way before reading these outputs). In a CUDA graph of consecutive
+ * sampling calls this hides ~0.8 us of launch latency and parameter fetch
+ * a kernel (H200).
  */
 
 /* Bits of the per-row status (row_status outputs). */
