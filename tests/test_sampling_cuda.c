@@ -799,6 +799,60 @@ static int test_masked_step_masses(void) {
   return 0;
 }
 
+/* A bias of +60 on one token a row makes it the drawn one, so the raw
+ * log-probability must come from the logit as given, not from the biased
+ * value the kernel holds (the dense kernel reloads it only for rows with
+ * lists); more biases and a ban around it. Dense kernel (no filter tensors)
+ * and general kernel (top_k 1000), f32 and bf16, greedy and soft rows. */
+static int test_biased_draw_raw_logprob(void) {
+  static const struct {
+    int64_t B, V;
+    ingot_dtype dtype;
+  } cases[] = {{6, 151936, INGOT_DTYPE_F32}, {5, 3000, INGOT_DTYPE_BF16}};
+  static const float temps[3] = {1.0f, 0.0f, 1.7f};
+  tally t = {0, 0, 0, 0};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (int dense = 0; dense < 2; dense++) {
+      batch b;
+      make_batch(&b, cases[k].B, cases[k].V, cases[k].dtype, 1, 0);
+      if (dense) set_no_filters(&b);
+      const int per = 4;
+      b.nbias = b.B * per, b.nbanned = b.B;
+      b.bias_ids = xcalloc((size_t)(b.nbias * 2) * 4);
+      b.bias_values = xcalloc((size_t)b.nbias * 4);
+      b.banned = xcalloc((size_t)(b.nbanned * 2) * 4);
+      int32_t *favoured = xcalloc((size_t)b.B * 4);
+      for (int64_t r = 0; r < b.B; r++) {
+        b.temperature[r] = temps[r % 3];
+        if (!dense) b.top_k[r] = 1000, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
+        favoured[r] = (int32_t)(test_rand() % b.V);
+        for (int e = 0; e < per; e++) {
+          const int64_t at = r * per + e;
+          b.bias_ids[2 * at] = (int32_t)r;
+          b.bias_ids[2 * at + 1] = e == 0 ? favoured[r] : (int32_t)(test_rand() % b.V);
+          b.bias_values[at] = e == 0 ? 60.0f : (float)(rand_normal() * 5.0);
+        }
+        b.banned[2 * r] = (int32_t)r;
+        b.banned[2 * r + 1] = (int32_t)((favoured[r] + 1) % b.V);
+      }
+      result c, g;
+      alloc_result(&c, &b), alloc_result(&g, &b);
+      EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+      char what[96];
+      snprintf(what, sizeof what, "biased draw B=%lld V=%lld %s", (long long)b.B,
+               (long long)b.V, dense ? "dense" : "general");
+      for (int64_t r = 0; r < b.B; r++)
+        EXPECT(c.tokens[r] == favoured[r], "%s row %lld: the CPU drew %d, not the favoured %d",
+               what, (long long)r, c.tokens[r], favoured[r]);
+      compare(&b, &c, &g, &t, what);
+      free(favoured);
+      free_result(&c), free_result(&g), free_batch(&b);
+    }
+  EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
+  return 0;
+}
+
 static int test_three_ids_always(void) { return three_ids_always(0) || three_ids_always(1); }
 
 static int batch_invariance(int no_filters) {
@@ -1142,6 +1196,7 @@ int main(void) {
   test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("masked_step_masses", test_masked_step_masses);
+  test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);
   test_run("bad_parameter_row", test_bad_parameter_row);
