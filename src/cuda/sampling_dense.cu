@@ -275,11 +275,6 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-__device__ __forceinline__ void cluster_exit() {
-  cluster_arrive_relaxed();
-  cluster_wait();
-}
-
 /* ---- loads ------------------------------------------------------------------------- */
 
 /* Tokens j .. j + 3 of the block (j a multiple of 4) as fp32, -Inf past n.
@@ -993,7 +988,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   }
   /* a small top-k draw needs this reduction only for the raw sum (block 0
    * reads the other blocks' lists until the barrier at the end) */
-  if ((soft && !small) || want_raw) {
+  /* the exit's arrive: as soon as no block reads this block's shared memory
+   * any more, so that the blocks that finish early leave at once instead of
+   * waiting for the one writing the outputs (their slots free up for the next
+   * rows); a small top-k row without this reduction arrives at the end
+   * (block 0 reads the other blocks' lists until then) */
+  const bool second = (soft && !small) || want_raw; /* row-uniform */
+  if (second) {
     DrawStats d;
     d.mass = mass;
     /* this thread's raw sum, relative to the row's raw maximum */
@@ -1002,6 +1003,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     const DrawStats identity2 = {0.0, 0.0, 0ull};
     const DrawStats fin = cluster_reduce(d, identity2, ReduceDraw{}, draw_part,
                                          &draw_slot, &draw_result);
+    cluster_arrive_relaxed(); /* its slots are read */
     mass = fin.mass;
     raw_sum = fin.raw_sum;
     if (soft && !small) token = best_id(fin.best);
@@ -1039,7 +1041,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
     }
   }
-  cluster_exit();
+  if (!second) cluster_arrive_relaxed();
+  cluster_wait();
 }
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
