@@ -986,13 +986,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
   }
-  /* a small top-k draw needs this reduction only for the raw sum (block 0
-   * reads the other blocks' lists until the barrier at the end) */
-  /* the exit's arrive: as soon as no block reads this block's shared memory
-   * any more, so that the blocks that finish early leave at once instead of
-   * waiting for the one writing the outputs (their slots free up for the next
-   * rows); a small top-k row without this reduction arrives at the end
-   * (block 0 reads the other blocks' lists until then) */
+  /* A small top-k draw needs this reduction only for the raw sum. The exit's
+   * arrive follows it: no block reads another's shared memory after it, so
+   * the blocks that finish early leave at once instead of waiting for the one
+   * writing the outputs (their slots free up for the next rows). A small
+   * top-k row without it arrives at the end (block 0 reads the other blocks'
+   * lists until its gather is done). */
   const bool second = (soft && !small) || want_raw; /* row-uniform */
   if (second) {
     DrawStats d;
