@@ -225,83 +225,146 @@ static void free_result(result *o) {
 
 /* Runs ingot_sample (softmax = 0) or ingot_sampling_softmax (1) on ctx
  * (device copies of everything for the GPU). Returns the status. */
-static ingot_status run_batch(ingot_context_t c, const batch *b, int softmax, result *o) {
-  const int dev = c == gpu;
+/* The buffers of one call for batch b: its host arrays (CPU), or device
+ * copies of them (CUDA), which a captured graph keeps reading. */
+typedef struct call_buffers {
+  int dev;
+  void *logits, *temp, *tk, *tp, *mp, *seed, *pos, *allowed, *banned, *bias_ids, *bias_v;
+  void *tokens, *status, *lp, *raw, *tids, *tlp, *probs, *ws;
+  size_t need;
+} call_buffers;
+
+static size_t logits_bytes(const batch *b) { return (size_t)(b->B * b->stride) * elem(b->dtype); }
+
+/* b's inputs into f's device buffers (a replay's new values). */
+static void upload(const call_buffers *f, const batch *b) {
+  const int64_t B = b->B;
+  cudaMemcpy(f->logits, b->logits, logits_bytes(b), cudaMemcpyHostToDevice);
+  cudaMemcpy(f->temp, b->temperature, B * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f->tk, b->top_k, B * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f->tp, b->top_p, B * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f->mp, b->min_p, B * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f->seed, b->seed, B * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(f->pos, b->position, B * 8, cudaMemcpyHostToDevice);
+  if (f->allowed)
+    cudaMemcpy(f->allowed, b->allowed, (size_t)(B * b->words) * 4, cudaMemcpyHostToDevice);
+  if (f->banned) cudaMemcpy(f->banned, b->banned, (size_t)b->nbanned * 8, cudaMemcpyHostToDevice);
+  if (f->bias_ids) {
+    cudaMemcpy(f->bias_ids, b->bias_ids, (size_t)b->nbias * 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(f->bias_v, b->bias_values, (size_t)b->nbias * 4, cudaMemcpyHostToDevice);
+  }
+}
+
+static void buffers_make(call_buffers *f, ingot_context_t c, const batch *b, int softmax,
+                         result *o) {
   const int64_t B = b->B, n = b->num_top;
-  size_t lbytes = (size_t)(B * b->stride) * elem(b->dtype);
-#define ARR(p, bytes) (dev ? dev_copy((p), (bytes)) : (void *)(p))
-  void *logits = ARR(b->logits, lbytes);
-  void *temp = ARR(b->temperature, B * 4), *tk = ARR(b->top_k, B * 4);
-  void *tp = ARR(b->top_p, B * 4), *mp = ARR(b->min_p, B * 4);
-  void *seed = ARR(b->seed, B * 8), *pos = ARR(b->position, B * 8);
-  void *allowed = b->allowed ? ARR(b->allowed, (size_t)(B * b->words) * 4) : NULL;
-  void *banned = b->nbanned ? ARR(b->banned, (size_t)b->nbanned * 8) : NULL;
-  void *bias_ids = b->nbias ? ARR(b->bias_ids, (size_t)b->nbias * 8) : NULL;
-  void *bias_v = b->nbias ? ARR(b->bias_values, (size_t)b->nbias * 4) : NULL;
-  void *tokens = dev ? dev_copy(NULL, B * 4) : o->tokens;
-  void *status = dev ? dev_copy(NULL, B * 4) : o->status;
-  void *lp = dev ? dev_copy(NULL, B * 4) : o->lp;
-  void *raw = dev ? dev_copy(NULL, B * 4) : o->raw_lp;
-  void *tids = dev ? dev_copy(NULL, (size_t)(B * n) * 4 + 4) : o->top_ids;
-  void *tlp = dev ? dev_copy(NULL, (size_t)(B * n) * 4 + 4) : o->top_lp;
-  void *probs = dev ? dev_copy(NULL, (size_t)(B * b->V) * 4) : o->probs;
-#undef ARR
-  ingot_tensor tl = ingot_tensor_2d(logits, b->dtype, B, b->V, b->stride);
-  ingot_tensor tT = ingot_tensor_1d(temp, INGOT_DTYPE_F32, B),
-               tK = ingot_tensor_1d(tk, INGOT_DTYPE_I32, B),
-               tP = ingot_tensor_1d(tp, INGOT_DTYPE_F32, B),
-               tM = ingot_tensor_1d(mp, INGOT_DTYPE_F32, B),
-               tS = ingot_tensor_1d(seed, INGOT_DTYPE_U64, B),
-               tPos = ingot_tensor_1d(pos, INGOT_DTYPE_U64, B),
-               tA = ingot_tensor_2d(allowed, INGOT_DTYPE_U32, B, b->words, b->words),
-               tBan = ingot_tensor_2d(banned, INGOT_DTYPE_I32, b->nbanned, 2, 2),
-               tBi = ingot_tensor_2d(bias_ids, INGOT_DTYPE_I32, b->nbias, 2, 2),
-               tBv = ingot_tensor_1d(bias_v, INGOT_DTYPE_F32, b->nbias),
-               tTok = ingot_tensor_1d(tokens, INGOT_DTYPE_I32, B),
-               tSt = ingot_tensor_1d(status, INGOT_DTYPE_U32, B),
-               tLp = ingot_tensor_1d(lp, INGOT_DTYPE_F32, B),
-               tRaw = ingot_tensor_1d(raw, INGOT_DTYPE_F32, B),
-               tIds = ingot_tensor_2d(tids, INGOT_DTYPE_I32, B, n, n),
-               tTlp = ingot_tensor_2d(tlp, INGOT_DTYPE_F32, B, n, n),
-               tProbs = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, b->V, b->V);
+  memset(f, 0, sizeof *f);
+  f->dev = c == gpu;
+  if (!f->dev) {
+    f->logits = b->logits, f->temp = b->temperature, f->tk = b->top_k, f->tp = b->top_p;
+    f->mp = b->min_p, f->seed = b->seed, f->pos = b->position, f->allowed = b->allowed;
+    f->banned = b->nbanned ? b->banned : NULL, f->bias_ids = b->nbias ? b->bias_ids : NULL;
+    f->bias_v = b->nbias ? b->bias_values : NULL;
+    f->tokens = o->tokens, f->status = o->status, f->lp = o->lp, f->raw = o->raw_lp;
+    f->tids = o->top_ids, f->tlp = o->top_lp, f->probs = o->probs;
+  } else {
+    f->logits = dev_copy(NULL, logits_bytes(b));
+    f->temp = dev_copy(NULL, B * 4), f->tk = dev_copy(NULL, B * 4);
+    f->tp = dev_copy(NULL, B * 4), f->mp = dev_copy(NULL, B * 4);
+    f->seed = dev_copy(NULL, B * 8), f->pos = dev_copy(NULL, B * 8);
+    f->allowed = b->allowed ? dev_copy(NULL, (size_t)(B * b->words) * 4) : NULL;
+    f->banned = b->nbanned ? dev_copy(NULL, (size_t)b->nbanned * 8) : NULL;
+    f->bias_ids = b->nbias ? dev_copy(NULL, (size_t)b->nbias * 8) : NULL;
+    f->bias_v = b->nbias ? dev_copy(NULL, (size_t)b->nbias * 4) : NULL;
+    f->tokens = dev_copy(NULL, B * 4), f->status = dev_copy(NULL, B * 4);
+    f->lp = dev_copy(NULL, B * 4), f->raw = dev_copy(NULL, B * 4);
+    f->tids = dev_copy(NULL, (size_t)(B * n) * 4 + 4);
+    f->tlp = dev_copy(NULL, (size_t)(B * n) * 4 + 4);
+    f->probs = dev_copy(NULL, (size_t)(B * b->V) * 4);
+    upload(f, b);
+  }
+  if ((softmax ? ingot_sampling_softmax_workspace_size(c, B, b->V, b->dtype, &f->need)
+               : ingot_sample_workspace_size(c, B, b->V, b->dtype, n, &f->need)) != INGOT_OK)
+    abort();
+  if (f->need)
+    f->ws = f->dev ? dev_copy(NULL, f->need) : aligned_alloc(64, (f->need + 63) / 64 * 64);
+}
+
+/* The op on f's buffers: the CPU runs it, CUDA enqueues it on `stream`. */
+static ingot_status buffers_call(ingot_context_t c, const call_buffers *f, const batch *b,
+                                 int softmax) {
+  const int64_t B = b->B, n = b->num_top;
+  ingot_tensor tl = ingot_tensor_2d(f->logits, b->dtype, B, b->V, b->stride);
+  ingot_tensor tT = ingot_tensor_1d(f->temp, INGOT_DTYPE_F32, B),
+               tK = ingot_tensor_1d(f->tk, INGOT_DTYPE_I32, B),
+               tP = ingot_tensor_1d(f->tp, INGOT_DTYPE_F32, B),
+               tM = ingot_tensor_1d(f->mp, INGOT_DTYPE_F32, B),
+               tS = ingot_tensor_1d(f->seed, INGOT_DTYPE_U64, B),
+               tPos = ingot_tensor_1d(f->pos, INGOT_DTYPE_U64, B),
+               tA = ingot_tensor_2d(f->allowed, INGOT_DTYPE_U32, B, b->words, b->words),
+               tBan = ingot_tensor_2d(f->banned, INGOT_DTYPE_I32, b->nbanned, 2, 2),
+               tBi = ingot_tensor_2d(f->bias_ids, INGOT_DTYPE_I32, b->nbias, 2, 2),
+               tBv = ingot_tensor_1d(f->bias_v, INGOT_DTYPE_F32, b->nbias),
+               tTok = ingot_tensor_1d(f->tokens, INGOT_DTYPE_I32, B),
+               tSt = ingot_tensor_1d(f->status, INGOT_DTYPE_U32, B),
+               tLp = ingot_tensor_1d(f->lp, INGOT_DTYPE_F32, B),
+               tRaw = ingot_tensor_1d(f->raw, INGOT_DTYPE_F32, B),
+               tIds = ingot_tensor_2d(f->tids, INGOT_DTYPE_I32, B, n, n),
+               tTlp = ingot_tensor_2d(f->tlp, INGOT_DTYPE_F32, B, n, n),
+               tProbs = ingot_tensor_2d(f->probs, INGOT_DTYPE_F32, B, b->V, b->V);
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
   prm.temperature = &tT;
   if (!b->no_filters) prm.top_k = &tK, prm.top_p = &tP, prm.min_p = &tM;
   prm.seed = &tS, prm.position = &tPos;
-  if (allowed) prm.allowed = &tA;
-  if (banned) prm.banned = &tBan;
-  if (bias_ids) prm.bias_ids = &tBi, prm.bias_values = &tBv;
+  if (f->allowed) prm.allowed = &tA;
+  if (f->banned) prm.banned = &tBan;
+  if (f->bias_ids) prm.bias_ids = &tBi, prm.bias_values = &tBv;
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
   lps.flags = b->flags;
   if (b->want_logprobs) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
   if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
-  size_t need = 0;
-  ingot_status st =
-      softmax ? ingot_sampling_softmax_workspace_size(c, B, b->V, b->dtype, &need)
-              : ingot_sample_workspace_size(c, B, b->V, b->dtype, n, &need);
-  void *ws = NULL;
-  if (st == INGOT_OK && need) ws = dev ? dev_copy(NULL, need) : aligned_alloc(64, (need + 63) / 64 * 64);
-  if (st == INGOT_OK)
-    st = softmax ? ingot_sampling_softmax(c, &tl, &prm, &tProbs, &tSt, ws, need,
-                                          dev ? (struct CUstream_st *)stream : NULL)
-                 : ingot_sample(c, &tl, &prm, &tTok, &tSt, &lps, ws, need,
-                                dev ? (struct CUstream_st *)stream : NULL);
-  if (dev) {
-    cudaStreamSynchronize(stream);
-    if (cudaGetLastError() != cudaSuccess) st = INGOT_STATUS_CUDA_ERROR;
-    cudaMemcpy(o->tokens, tokens, B * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(o->status, status, B * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(o->lp, lp, B * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(o->raw_lp, raw, B * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(o->top_ids, tids, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(o->top_lp, tlp, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
-    if (softmax) cudaMemcpy(o->probs, probs, (size_t)(B * b->V) * 4, cudaMemcpyDeviceToHost);
-    void *all[] = {logits, temp, tk, tp, mp, seed, pos, allowed, banned, bias_ids, bias_v,
-                   tokens, status, lp, raw, tids, tlp, probs, ws};
+  struct CUstream_st *s = f->dev ? (struct CUstream_st *)stream : NULL;
+  return softmax ? ingot_sampling_softmax(c, &tl, &prm, &tProbs, &tSt, f->ws, f->need, s)
+                 : ingot_sample(c, &tl, &prm, &tTok, &tSt, &lps, f->ws, f->need, s);
+}
+
+/* Waits for the stream and copies the outputs to o; CUDA_ERROR if the
+ * stream failed. */
+static ingot_status download(const call_buffers *f, const batch *b, int softmax, result *o) {
+  const int64_t B = b->B, n = b->num_top;
+  cudaStreamSynchronize(stream);
+  ingot_status st = cudaGetLastError() == cudaSuccess ? INGOT_OK : INGOT_STATUS_CUDA_ERROR;
+  cudaMemcpy(o->tokens, f->tokens, B * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o->status, f->status, B * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o->lp, f->lp, B * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o->raw_lp, f->raw, B * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o->top_ids, f->tids, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o->top_lp, f->tlp, (size_t)(B * n) * 4, cudaMemcpyDeviceToHost);
+  if (softmax) cudaMemcpy(o->probs, f->probs, (size_t)(B * b->V) * 4, cudaMemcpyDeviceToHost);
+  return st;
+}
+
+static void buffers_free(call_buffers *f) {
+  if (f->dev) {
+    void *all[] = {f->logits, f->temp, f->tk, f->tp, f->mp, f->seed, f->pos,
+                   f->allowed, f->banned, f->bias_ids, f->bias_v, f->tokens, f->status,
+                   f->lp, f->raw, f->tids, f->tlp, f->probs, f->ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   } else {
-    free(ws);
+    free(f->ws);
   }
+}
+
+/* One eager call of b on context c; the outputs in o. */
+static ingot_status run_batch(ingot_context_t c, const batch *b, int softmax, result *o) {
+  call_buffers f;
+  buffers_make(&f, c, b, softmax, o);
+  ingot_status st = buffers_call(c, &f, b, softmax);
+  if (f.dev) {
+    ingot_status done = download(&f, b, softmax, o);
+    if (st == INGOT_OK) st = done;
+  }
+  buffers_free(&f);
   return st;
 }
 
@@ -799,7 +862,18 @@ static int test_masked_step_masses(void) {
   return 0;
 }
 
-/* A bias of +60 on one token a row makes it the drawn one, so the raw
+/* Logit i of row r as fp32 (f32 and bf16 batches). */
+static float logit_at(const batch *b, int64_t r, int64_t i) {
+  const size_t at = (size_t)(r * b->stride + i);
+  if (b->dtype == INGOT_DTYPE_F32) return ((const float *)b->logits)[at];
+  const uint32_t u = (uint32_t)((const uint16_t *)b->logits)[at] << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The row's largest logit and a bias of +100 on one token a row make it the
+ * drawn one (whatever the random logits' spread), so the raw
  * log-probability must come from the logit as given, not from the biased
  * value the kernel holds (the dense kernel reloads it only for rows with
  * lists); more biases and a ban around it. Dense kernel (no filter tensors)
@@ -826,11 +900,19 @@ static int test_biased_draw_raw_logprob(void) {
         b.temperature[r] = temps[r % 3];
         if (!dense) b.top_k[r] = 1000, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
         favoured[r] = (int32_t)(test_rand() % b.V);
+        /* the favoured token takes the row's largest logit and +100: its key
+         * then beats every other's by more than the Gumbel range (25.7) at
+         * T = 1.7, even past the other biases (|N(0, 5^2)| < 30) */
+        float top = -INFINITY;
+        for (int64_t i = 0; i < b.V; i++) top = fmaxf(top, logit_at(&b, r, i));
+        set_logit(&b, r, favoured[r], top);
         for (int e = 0; e < per; e++) {
           const int64_t at = r * per + e;
+          int32_t other = (int32_t)(test_rand() % b.V);
+          if (other == favoured[r]) other = (other + 2) % (int32_t)b.V;
           b.bias_ids[2 * at] = (int32_t)r;
-          b.bias_ids[2 * at + 1] = e == 0 ? favoured[r] : (int32_t)(test_rand() % b.V);
-          b.bias_values[at] = e == 0 ? 60.0f : (float)(rand_normal() * 5.0);
+          b.bias_ids[2 * at + 1] = e == 0 ? favoured[r] : other;
+          b.bias_values[at] = e == 0 ? 100.0f : (float)(rand_normal() * 5.0);
         }
         b.banned[2 * r] = (int32_t)r;
         b.banned[2 * r + 1] = (int32_t)((favoured[r] + 1) % b.V);
@@ -917,6 +999,13 @@ static int bad_parameter_row(int no_filters) {
     EXPECT_OK(gpu, run_batch(gpu, &bb, 0, &g));
     EXPECT(g.tokens[2] == -1 && g.status[2] == INGOT_SAMPLING_ROW_BAD_PARAMETER,
            "case %zu: row 2 token %d status %u", k, g.tokens[2], g.status[2]);
+    EXPECT(g.lp[2] == -INFINITY && g.raw_lp[2] == -INFINITY,
+           "case %zu: row 2 log-probabilities %g %g, not -Inf", k, (double)g.lp[2],
+           (double)g.raw_lp[2]);
+    for (int64_t j = 0; j < b.num_top; j++)
+      EXPECT(g.top_ids[2 * b.num_top + j] == -1 && g.top_lp[2 * b.num_top + j] == -INFINITY,
+             "case %zu: row 2 top-n slot %lld holds %d %g, not -1 -Inf", k, (long long)j,
+             g.top_ids[2 * b.num_top + j], (double)g.top_lp[2 * b.num_top + j]);
     for (int64_t r = 0; r < b.B; r++)
       if (r != 2)
         EXPECT(g.tokens[r] == c.tokens[r] || b.top_p[r] < 1.0f, "case %zu: row %lld changed", k,
@@ -929,96 +1018,98 @@ static int bad_parameter_row(int no_filters) {
 
 static int test_bad_parameter_row(void) { return bad_parameter_row(0) || bad_parameter_row(1); }
 
-/* Capture ingot_sample into a graph; replay it with new logits, seeds,
- * positions, temperatures and bitmask written into the captured buffers;
- * each replay must equal an eager call on the same inputs. */
-/* n: top-n columns (> 0: the general kernel). with_topk: a top_k tensor
- * too, row 1 filtered and the others off (n = 0: both kernels, split). */
-static int graph_replay(int64_t n, int with_topk) {
-  const int64_t B = 4, V = 151936, W = (V + 31) / 32;
+/* New values in every input of b (shapes and list capacities unchanged)
+ * for replay `rep`: logits, bitmask (row 4 all masked in replay 1),
+ * temperature (row 0 greedy in replay 1), seed, position, the filters
+ * (rows cycling through off, small top-k + top-p, min-p alone, top-k 1000 +
+ * top-p, top-k 50) and the lists (rows -1 .. B, so some entries are padding
+ * and some out of range, tokens anywhere). */
+static void new_inputs(batch *b, int rep) {
+  static const int32_t ks[5] = {0, 20, 0, 1000, 50};
+  static const float ps[5] = {1.0f, 0.9f, 1.0f, 0.5f, 1.0f}, qs[5] = {0, 0, 0.05f, 0, 0};
+  for (int64_t r = 0; r < b->B; r++) {
+    for (int64_t i = 0; i < b->V; i++) set_logit(b, r, i, (float)(rand_normal() * 3.0));
+    for (int64_t w = 0; w < b->words; w++)
+      b->allowed[r * b->words + w] =
+          rep == 1 && r == 4 ? 0u : (uint32_t)test_rand() | (uint32_t)test_rand();
+    b->seed[r] = test_rand(), b->position[r] = test_rand() % 1000;
+    b->temperature[r] = rep == 1 && r == 0 ? 0.0f : 0.7f + 0.3f * (float)rep;
+    const int64_t c = (r + rep) % 5;
+    b->top_k[r] = ks[c], b->top_p[r] = ps[c], b->min_p[r] = qs[c];
+  }
+  for (int64_t e = 0; e < b->nbanned; e++) {
+    b->banned[2 * e] = (int32_t)((e + rep) % (b->B + 2)) - 1;
+    b->banned[2 * e + 1] = (int32_t)(test_rand() % b->V);
+  }
+  for (int64_t e = 0; e < b->nbias; e++) {
+    b->bias_ids[2 * e] = (int32_t)((e + 2 * rep) % (b->B + 2)) - 1;
+    b->bias_ids[2 * e + 1] = (int32_t)(test_rand() % b->V);
+    b->bias_values[e] = (float)(rand_normal() * 5.0);
+  }
+}
+
+/* Capture one call into a graph and replay it with new values written into
+ * EVERY input buffer (new_inputs); each replay must equal an eager call on
+ * the same inputs, bit for bit. n: top-n columns (> 0: the general kernel
+ * alone). filters: top_k / top_p / min_p tensors given (without top-n the
+ * two kernels split the rows: plain and small top-k rows dense, the others
+ * general). softmax: ingot_sampling_softmax instead of ingot_sample. */
+static int graph_replay(int64_t n, int filters, int softmax) {
+  const int64_t B = 5, V = 151936, lists = 12;
   batch b;
   make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
-  set_no_filters(&b);
-  if (with_topk) b.no_filters = 0, b.top_k[1] = 20;
-  b.allowed = xcalloc((size_t)(B * W) * 4);
-  b.flags = 0;
-  size_t lbytes = (size_t)(B * b.stride) * 2;
-  void *dl = dev_copy(b.logits, lbytes), *dT = dev_copy(b.temperature, B * 4),
-       *dS = dev_copy(b.seed, B * 8), *dP = dev_copy(b.position, B * 8),
-       *dA = dev_copy(b.allowed, (size_t)(B * W) * 4), *dTok = dev_copy(NULL, B * 4),
-       *dLp = dev_copy(NULL, B * 4), *dIds = dev_copy(NULL, B * n * 4),
-       *dTlp = dev_copy(NULL, B * n * 4), *dK = dev_copy(b.top_k, B * 4);
-  ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_BF16, B, V, b.stride),
-               tK = ingot_tensor_1d(dK, INGOT_DTYPE_I32, B),
-               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B), tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
-               tP = ingot_tensor_1d(dP, INGOT_DTYPE_U64, B),
-               tA = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W, W),
-               tTok = ingot_tensor_1d(dTok, INGOT_DTYPE_I32, B),
-               tLp = ingot_tensor_1d(dLp, INGOT_DTYPE_F32, B),
-               tIds = ingot_tensor_2d(dIds, INGOT_DTYPE_I32, B, n, n),
-               tTlp = ingot_tensor_2d(dTlp, INGOT_DTYPE_F32, B, n, n);
-  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
-  prm.temperature = &tT, prm.seed = &tS, prm.position = &tP, prm.allowed = &tA;
-  if (with_topk) prm.top_k = &tK;
-  ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
-  lps.token_logprob = &tLp;
-  if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp; /* n = 0: the dense kernel */
+  b.no_filters = !filters;
+  b.allowed = xcalloc((size_t)(B * b.words) * 4);
+  b.nbanned = b.nbias = lists;
+  b.banned = xcalloc(lists * 8), b.bias_ids = xcalloc(lists * 8);
+  b.bias_values = xcalloc(lists * 4);
+  new_inputs(&b, 0);
+  result o, e;
+  alloc_result(&o, &b), alloc_result(&e, &b);
+  call_buffers f;
+  buffers_make(&f, gpu, &b, softmax, &o);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ingot_status st = ingot_sample(gpu, &tl, &prm, &tTok, NULL, &lps, NULL, 0,
-                                 (struct CUstream_st *)stream);
+  ingot_status st = buffers_call(gpu, &f, &b, softmax);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   EXPECT_OK(gpu, st);
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 3; rep++) {
-    for (int64_t r = 0; r < B; r++) {
-      for (int64_t i = 0; i < V; i++) set_logit(&b, r, i, (float)(rand_normal() * 3.0));
-      for (int64_t w = 0; w < W; w++) b.allowed[r * W + w] = (uint32_t)test_rand();
-      b.seed[r] = test_rand(), b.position[r] = test_rand() % 1000;
-      b.temperature[r] = rep == 1 && r == 0 ? 0.0f : 0.7f + 0.3f * (float)rep;
-    }
-    cudaMemcpy(dl, b.logits, lbytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dT, b.temperature, B * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(dS, b.seed, B * 8, cudaMemcpyHostToDevice);
-    cudaMemcpy(dP, b.position, B * 8, cudaMemcpyHostToDevice);
-    cudaMemcpy(dA, b.allowed, (size_t)(B * W) * 4, cudaMemcpyHostToDevice);
+    new_inputs(&b, rep);
+    upload(&f, &b);
     CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    int32_t tok[4], ids[20];
-    float lp[4], tlp[20];
-    cudaMemcpy(tok, dTok, sizeof tok, cudaMemcpyDeviceToHost);
-    cudaMemcpy(lp, dLp, sizeof lp, cudaMemcpyDeviceToHost);
-    if (n) {
-      cudaMemcpy(ids, dIds, sizeof ids, cudaMemcpyDeviceToHost);
-      cudaMemcpy(tlp, dTlp, sizeof tlp, cudaMemcpyDeviceToHost);
-    }
-    /* the same inputs, eagerly (top_k / top_p / min_p absent there too) */
-    batch e = b; /* the same filters: none, or top_k with row 1 on */
-    e.want_logprobs = 1;
-    result g;
-    alloc_result(&g, &e);
-    EXPECT_OK(gpu, run_batch(gpu, &e, 0, &g));
+    EXPECT_OK(gpu, download(&f, &b, softmax, &o));
+    EXPECT_OK(gpu, run_batch(gpu, &b, softmax, &e));
+    const char *what = softmax ? "softmax" : "sample";
     for (int64_t r = 0; r < B; r++) {
-      EXPECT(tok[r] == g.tokens[r] && memcmp(&lp[r], &g.lp[r], 4) == 0,
-             "replay %d row %lld: token %d lp %.9g, eager %d %.9g", rep, (long long)r, tok[r],
-             (double)lp[r], g.tokens[r], (double)g.lp[r]);
-      EXPECT(memcmp(ids + r * n, g.top_ids + r * n, n * 4) == 0 &&
-                 memcmp(tlp + r * n, g.top_lp + r * n, n * 4) == 0,
-             "replay %d row %lld: top-n differs", rep, (long long)r);
+      EXPECT(o.status[r] == e.status[r], "%s replay %d row %lld: status %u, eager %u", what, rep,
+             (long long)r, o.status[r], e.status[r]);
+      if (softmax) {
+        EXPECT(memcmp(o.probs + r * V, e.probs + r * V, (size_t)V * 4) == 0,
+               "softmax replay %d row %lld: probabilities differ from eager", rep, (long long)r);
+        continue;
+      }
+      EXPECT(o.tokens[r] == e.tokens[r] && memcmp(&o.lp[r], &e.lp[r], 4) == 0 &&
+                 memcmp(&o.raw_lp[r], &e.raw_lp[r], 4) == 0,
+             "sample replay %d row %lld: token %d lp %.9g raw %.9g, eager %d %.9g %.9g", rep,
+             (long long)r, o.tokens[r], (double)o.lp[r], (double)o.raw_lp[r], e.tokens[r],
+             (double)e.lp[r], (double)e.raw_lp[r]);
+      EXPECT(memcmp(o.top_ids + r * n, e.top_ids + r * n, (size_t)n * 4) == 0 &&
+                 memcmp(o.top_lp + r * n, e.top_lp + r * n, (size_t)n * 4) == 0,
+             "sample replay %d row %lld: top-n differs", rep, (long long)r);
     }
-    free_result(&g);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  void *all[] = {dl, dT, dS, dP, dA, dTok, dLp, dIds, dTlp, dK};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
-  free_batch(&b);
+  buffers_free(&f);
+  free_result(&o), free_result(&e), free_batch(&b);
   return 0;
 }
 
 static int test_graph_replay(void) {
-  return graph_replay(5, 0) || graph_replay(0, 0) || graph_replay(0, 1);
+  return graph_replay(5, 1, 0) || graph_replay(0, 0, 0) || graph_replay(0, 1, 0) ||
+         graph_replay(0, 0, 1) || graph_replay(0, 1, 1);
 }
 
 /* Calls that depend on each other through memory, queued back to back in a
