@@ -431,7 +431,8 @@ static int test_embed_equals_row_ids_plus_gather(void) {
 
 typedef struct bad_fixture {
   ingot_ngram_config cfg;
-  int32_t ids[6], cu[3], context[4];
+  int32_t ids[6], cu[3];
+  _Alignas(8) int32_t context[4]; /* an i64 tensor laid over it must be aligned */
   int64_t rows[6 * 4];
   uint8_t table[64 * 8];
   uint16_t out[6 * 4 * 8];

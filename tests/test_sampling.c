@@ -1575,6 +1575,16 @@ static int test_invalid_arguments(void) {
   EXPECT_REJECT(SAMPLE(&t, &pr, &ttok, &tst, &lps, ws, need, NULL), "logits: stride[0]");
   t = ingot_tensor_2d(NULL, INGOT_DTYPE_F32, B, V, V);
   EXPECT_REJECT(SAMPLE(&t, &pr, &ttok, &tst, &lps, ws, need, NULL), "logits: data is NULL");
+  /* element alignment: f32 logits 2 bytes in, a u64 seed 4 bytes in */
+  _Alignas(16) unsigned char odd[64] = {0};
+  t = ingot_tensor_2d((char *)x + 2, INGOT_DTYPE_F32, B, V - 1, V);
+  EXPECT_REJECT(SAMPLE(&t, &pr, &ttok, &tst, &lps, ws, need, NULL),
+                "is not aligned to its 4-byte f32 elements");
+  EXPECT(strncmp(ingot_last_error(ctx), "ingot_sample: logits: data", 26) == 0, "%s",
+         ingot_last_error(ctx));
+  pb = pr, t = ingot_tensor_1d(odd + 4, INGOT_DTYPE_U64, B), pb.seed = &t;
+  EXPECT_REJECT(SAMPLE(&tl, &pb, &ttok, &tst, &lps, ws, need, NULL),
+                "is not aligned to its 8-byte u64 elements");
   t = ingot_tensor_2d(x, INGOT_DTYPE_F32, 1, INT64_C(1) << 31, INT64_C(1) << 31);
   EXPECT_REJECT(SAMPLE(&t, NULL, &ttok, NULL, NULL, ws, need, NULL), "token ids are int32");
   t = ingot_tensor_2d(x, INGOT_DTYPE_F32, INT64_C(1) << 62, V, INT64_C(1) << 40);

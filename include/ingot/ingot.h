@@ -10,7 +10,9 @@
  * Conventions
  *   - Every function returns `ingot_status`; INGOT_STATUS_SUCCESS is 0.
  *     `ingot_last_error(ctx)` gives a text naming the op, the argument and the
- *     bad value. On any error nothing has been written or launched.
+ *     bad value. On any error but CUDA_ERROR nothing has been written or
+ *     launched; CUDA_ERROR is the CUDA runtime failing a launch, after the
+ *     op's earlier launches (if it has several) may have been enqueued.
  *   - Arguments are validated once, before any launch, identically for every
  *     backend. No op allocates memory, synchronises the host, or reads device
  *     data from the host: every CUDA op can be captured in a CUDA graph and
@@ -19,7 +21,9 @@
  *     ready when the stream reaches that point. CPU ops run synchronously.
  *   - Tensors are `ingot_tensor` descriptors: data pointer, dtype, up to 4
  *     dimensions, strides in elements. Each op states the layout it needs;
- *     most accept any row stride but need a contiguous last dimension.
+ *     most accept any row stride but need a contiguous last dimension. The
+ *     data pointer of a non-empty tensor must be aligned to its element size
+ *     (4 bytes for F32, 8 for U64, ...); INVALID_ARGUMENT otherwise.
  *   - Threading: a context may be used from several threads as long as two
  *     threads do not call ops on the same context at the same time (the
  *     last-error text is per context). Distinct contexts are independent.
@@ -676,7 +680,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     (in x_i or in l_i) is treated as masked and sets
  *     INGOT_SAMPLING_ROW_NAN.
  *  2. No allowed token: the row is EMPTY (INGOT_SAMPLING_ROW_EMPTY): token
- *     -1, probabilities 0, log-probabilities -Inf.
+ *     -1, probabilities 0, log-probabilities -Inf (the raw top-n below
+ *     still lists the raw distribution, which is taken before the masks).
  *  3. m = max of the allowed l_i; T = temperature[r].
  *     T == 0 (greedy): the token is the lowest allowed id with l_i == m;
  *     the final distribution is one-hot on it (top-k/p, min-p, seed and
@@ -738,7 +743,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * INGOT_SAMPLING_ROW_BAD_ENTRY on that row.
  *
  * Common rules. Outputs must not overlap inputs, each other or the
- * workspace. On any error nothing is written or launched. No op allocates,
+ * workspace. On any error but CUDA_ERROR nothing is written or launched. No op allocates,
  * synchronises the host or reads device data from the host: a whole step is
  * capturable in a CUDA graph. Scratch memory comes from the caller: ask
  * *_workspace_size with the same shape and pass at least that many bytes,
@@ -850,7 +855,9 @@ enum {
  *                      INGOT_SAMPLING_TOP_FINAL), most probable first,
  *                      lowest id first among equal values, with their
  *                      log-probabilities. Slots past the tokens with a
- *                      finite log-probability hold id -1 and -Inf. */
+ *                      finite log-probability hold id -1 and -Inf (all of
+ *                      them for an empty row with the final distribution, or
+ *                      a row whose logits are all -Inf / NaN). */
 typedef struct ingot_sampling_logprobs {
   uint32_t struct_size;    /* sizeof(ingot_sampling_logprobs) */
   uint32_t struct_version; /* INGOT_SAMPLING_STRUCT_VERSION */
@@ -887,9 +894,12 @@ INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t 
  *   logprobs    NULL or the optional log-probability outputs
  *   workspace   >= ingot_sample_workspace_size(ctx, B, V, dtype, n) bytes
  * Nothing of size [B, V] is written. CPU: runs synchronously, stream NULL.
- * Returns INVALID_ARGUMENT (shape, dtype, NULL, overlap, struct size or
- * version, a per-row value on the CPU), INSUFFICIENT_WORKSPACE,
- * NOT_SUPPORTED (CUDA: V too large for the device, see above). */
+ * Returns INVALID_ARGUMENT (shape, dtype, NULL, alignment, residency,
+ * overlap, struct size or version, a per-row value on the CPU),
+ * INSUFFICIENT_WORKSPACE, NOT_SUPPORTED (CUDA: V too large for the device,
+ * see above; B x blocks a row beyond 2^31 - 1; kernels that could not be set
+ * up on the device), CUDA_ERROR (a launch failed; of the two launches of a
+ * call with filter tensors, the first may then have run). */
 INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *logits,
                                     const ingot_sampling_params *params,
                                     const ingot_tensor *tokens, const ingot_tensor *row_status,

@@ -123,6 +123,11 @@ ingot_status ingot_core_check_tensor(struct ingot_context *ctx, const char *op,
   if (!empty && t->data == NULL)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "%s: data is NULL for a non-empty tensor", name);
+  /* kernels load whole elements (and the CPU reads them as C types) */
+  if (!empty && (uintptr_t)t->data % ingot_dtype_size(t->dtype) != 0)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s: data %p is not aligned to its %zu-byte %s elements", name,
+                           t->data, ingot_dtype_size(t->dtype), ingot_dtype_name(t->dtype));
   if (!empty && (uintptr_t)t->data > UINTPTR_MAX - (uintptr_t)bytes)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "%s: data + extent wraps the address space", name);
@@ -152,7 +157,9 @@ ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op
                                        const char *in_name, ingot_span in) {
   if (out.begin < out.end && in.begin < in.end && out.begin < in.end && in.begin < out.end)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "%s: overlaps %s (outputs must not alias inputs)", out_name, in_name);
+                           "%s: overlaps %s (an output may share no byte with an input or "
+                           "another output)",
+                           out_name, in_name);
   return INGOT_STATUS_SUCCESS;
 }
 

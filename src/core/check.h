@@ -29,7 +29,8 @@ ingot_status ingot_core_begin(struct ingot_context *ctx, const char *op,
 
 /* Structural checks: non-NULL descriptor, ndim, dtype, shapes >= 0,
  * strides >= 0, contiguous last dimension, rows not overlapping each other,
- * byte extent without overflow, data non-NULL when non-empty, and memory the
+ * byte extent without overflow, data non-NULL and aligned to the element
+ * size when non-empty, and memory the
  * context's backend can reach (where detectable). */
 ingot_status ingot_core_check_tensor(struct ingot_context *ctx, const char *op,
                                      const ingot_tensor *t, const ingot_tensor_rule *rule,
@@ -40,7 +41,7 @@ ingot_status ingot_core_check_dim(struct ingot_context *ctx, const char *op, con
                                   const ingot_tensor *t, int dim, int64_t expected,
                                   const char *what);
 
-/* An output must not share bytes with an input. */
+/* An output must not share bytes with an input or with another output. */
 ingot_status ingot_core_check_disjoint(struct ingot_context *ctx, const char *op,
                                        const char *out_name, ingot_span out,
                                        const char *in_name, ingot_span in);

@@ -56,18 +56,9 @@ static void span_add(span_list *l, const char *name, ingot_span span) {
 /* Every output against every input and every earlier output. */
 static ingot_status check_overlaps(struct ingot_context *ctx, const char *op,
                                    const span_list *outs, const span_list *ins) {
-  ingot_status st;
-  for (int o = 0; o < outs->count; o++) {
-    for (int i = 0; i < ins->count; i++)
-      if ((st = ingot_core_check_disjoint(ctx, op, outs->names[o], outs->spans[o], ins->names[i],
-                                          ins->spans[i])))
-        return st;
-    for (int p = 0; p < o; p++)
-      if ((st = ingot_core_check_disjoint(ctx, op, outs->names[o], outs->spans[o], outs->names[p],
-                                          outs->spans[p])))
-        return st;
-  }
-  return INGOT_STATUS_SUCCESS;
+  return ingot_core_check_all_disjoint(ctx, op, outs->count, (const char *const *)outs->names,
+                                       outs->spans, ins->count,
+                                       (const char *const *)ins->names, ins->spans);
 }
 
 /* ---- shapes ------------------------------------------------------------------ */
