@@ -3,6 +3,13 @@ sampling rows (tools/bench_sampling.c), one process, one GPU.
 
   softmax   torch.softmax(logits / T) vs ingot.sampling_softmax; both timed as
             replays of a CUDA graph of 20 calls (median over 50 replays / 20).
+  masked    the masked step with both log-probabilities: PyTorch unpacks the
+            xgrammar bitmask, masks, divides by T, takes both log_softmax,
+            adds Gumbel noise of torch.rand, argmax, gathers the two
+            log-probabilities; ingot.sample with the bitmask and both
+            log-probability outputs. Both timed as graph replays as above
+            (random normal logits times 3: where ingot's draw evaluates the
+            most noise, the bench's "stress" rows).
   sample    top-k 50 + top-p 0.9: a sort-based PyTorch sampler (the usual
             engine code: topk, softmax, cumsum mask, multinomial) vs
             ingot.sample; both timed eagerly (median of 200 calls between CUDA
@@ -31,6 +38,19 @@ def torch_topk_topp(logits, k, p, gen):
     return idx.gather(-1, choice).squeeze(-1)
 
 
+def torch_masked_step(logits, words, t, bits):
+    """Token and its log-probabilities under the masked and the raw
+    distribution; words [B, W] int32 xgrammar bitmask, bits = arange(32)."""
+    V = logits.shape[1]
+    allowed = ((words[:, :, None] >> bits) & 1).reshape(words.shape[0], -1)[:, :V].bool()
+    scaled = logits / t
+    final = torch.log_softmax(scaled.masked_fill(~allowed, float("-inf")), dim=-1)
+    raw = torch.log_softmax(scaled, dim=-1)
+    noise = -torch.log(-torch.log(torch.rand_like(final).clamp_(1e-10, 1.0 - 1e-7)))
+    token = torch.argmax(final + noise, dim=-1, keepdim=True)
+    return token, final.gather(-1, token), raw.gather(-1, token)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -48,6 +68,24 @@ def main():
             it = graph_time(lambda: ingot.sampling_softmax(ctx, x, temperature=t, probs=probs,
                                                            row_status=status, workspace=ws))
             rows.append(("softmax", f"B={B} V={V} f32", tt, it))
+        for B, V in ((1, 151936), (64, 262144)):
+            x = torch.randn(B, V, device="cuda") * 3
+            W = (V + 31) // 32
+            words = torch.randint(-2**31, 2**31 - 1, (B, W), dtype=torch.int32, device="cuda")
+            bits = torch.arange(32, dtype=torch.int32, device="cuda")
+            t = torch.full((B,), 0.8, device="cuda")
+            seed = torch.arange(B, dtype=torch.int64, device="cuda")
+            pos = torch.zeros(B, dtype=torch.int64, device="cuda")
+            tokens = torch.empty(B, dtype=torch.int32, device="cuda")
+            status = torch.empty(B, dtype=torch.int32, device="cuda")
+            lp = torch.empty(B, device="cuda")
+            raw = torch.empty(B, device="cuda")
+            tt = graph_time(lambda: torch_masked_step(x, words, 0.8, bits))
+            it = graph_time(lambda: ingot.sample(ctx, x, temperature=t, seed=seed, position=pos,
+                                                 allowed=words, tokens=tokens, row_status=status,
+                                                 token_logprob=lp, token_raw_logprob=raw,
+                                                 workspace=ws))
+            rows.append(("masked step + both logprobs", f"B={B} V={V} f32", tt, it))
         for B, V in ((1, 151936), (64, 151936)):
             x = torch.randn(B, V, device="cuda") * 3
             gen = torch.Generator(device="cuda")
