@@ -10,11 +10,16 @@ sampling rows (tools/bench_sampling.c), one process, one GPU.
             log-probability outputs. Both timed as graph replays as above
             (random normal logits times 3: where ingot's draw evaluates the
             most noise, the bench's "stress" rows).
+  top-8     the masked step above plus the raw distribution's 8 most
+            probable (token, logprob) pairs (torch.topk of the raw
+            log_softmax) against ingot.sample with num_top = 8 (the general
+            kernel); graph replays.
   sample    top-k 50 + top-p 0.9: a sort-based PyTorch sampler (the usual
             engine code: topk, softmax, cumsum mask, multinomial) vs
             ingot.sample; both timed eagerly (median of 200 calls between CUDA
             events), since the PyTorch sampler is not graph-capturable as
-            written (multinomial with a generator).
+            written (multinomial with a generator). Then top-p 0.9 alone (a
+            full sort, ingot's general kernel), timed the same way.
 
 Usage: INGOT_LIBRARY=build/libingot.so PYTHONPATH=python python3 bench/torch_sampling.py
 Prints a table; --json FILE also writes it.
@@ -38,7 +43,16 @@ def torch_topk_topp(logits, k, p, gen):
     return idx.gather(-1, choice).squeeze(-1)
 
 
-def torch_masked_step(logits, words, t, bits):
+def torch_topp(logits, p, gen):
+    vals, idx = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(vals, dim=-1)
+    cum = torch.cumsum(probs, dim=-1)
+    probs = probs.masked_fill(cum - probs > p, 0.0)
+    choice = torch.multinomial(probs, 1, generator=gen)
+    return idx.gather(-1, choice).squeeze(-1)
+
+
+def torch_masked_step(logits, words, t, bits, num_top=0):
     """Token and its log-probabilities under the masked and the raw
     distribution; words [B, W] int32 xgrammar bitmask, bits = arange(32)."""
     V = logits.shape[1]
@@ -48,7 +62,8 @@ def torch_masked_step(logits, words, t, bits):
     raw = torch.log_softmax(scaled, dim=-1)
     noise = -torch.log(-torch.log(torch.rand_like(final).clamp_(1e-10, 1.0 - 1e-7)))
     token = torch.argmax(final + noise, dim=-1, keepdim=True)
-    return token, final.gather(-1, token), raw.gather(-1, token)
+    top = torch.topk(raw, num_top, dim=-1) if num_top else None
+    return token, final.gather(-1, token), raw.gather(-1, token), top
 
 
 def main():
@@ -86,6 +101,15 @@ def main():
                                                  token_logprob=lp, token_raw_logprob=raw,
                                                  workspace=ws))
             rows.append(("masked step + both logprobs", f"B={B} V={V} f32", tt, it))
+            top_ids = torch.empty(B, 8, dtype=torch.int32, device="cuda")
+            top_lp = torch.empty(B, 8, device="cuda")
+            tt = graph_time(lambda: torch_masked_step(x, words, 0.8, bits, 8))
+            it = graph_time(lambda: ingot.sample(ctx, x, temperature=t, seed=seed, position=pos,
+                                                 allowed=words, tokens=tokens, row_status=status,
+                                                 token_logprob=lp, token_raw_logprob=raw,
+                                                 top_ids=top_ids, top_logprobs=top_lp,
+                                                 workspace=ws))
+            rows.append(("masked step + both logprobs + raw top-8", f"B={B} V={V} f32", tt, it))
         for B, V in ((1, 151936), (64, 151936)):
             x = torch.randn(B, V, device="cuda") * 3
             gen = torch.Generator(device="cuda")
@@ -99,6 +123,11 @@ def main():
             it = eager_time(lambda: ingot.sample(ctx, x, top_k=k, top_p=p, seed=seed,
                                                  tokens=tokens, row_status=status, workspace=ws))
             rows.append(("sample top-k 50 + top-p 0.9 (eager)", f"B={B} V={V} f32", tt, it))
+            k0 = torch.zeros(B, dtype=torch.int32, device="cuda")
+            tt = eager_time(lambda: torch_topp(x, 0.9, gen))
+            it = eager_time(lambda: ingot.sample(ctx, x, top_k=k0, top_p=p, seed=seed,
+                                                 tokens=tokens, row_status=status, workspace=ws))
+            rows.append(("sample top-p 0.9 (eager)", f"B={B} V={V} f32", tt, it))
     print(f"{'op':40} {'case':20} {'torch us':>10} {'ingot us':>10} {'ratio':>7}")
     for op, case, tt, it in rows:
         print(f"{op:40} {case:20} {tt:10.2f} {it:10.2f} {tt / it:7.2f}")

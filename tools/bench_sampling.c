@@ -8,6 +8,12 @@
  *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
  *            (the dense kernel's small top-k path; the general kernel is
  *            launched too and finds no row of its own)
+ *   sample   top-p 0.9 alone (temperature 1), B=1 and B=64, V=151936: the
+ *            general kernel's radix selects (the dense kernel is launched
+ *            too and finds no row of its own)
+ *   sample   the masked step with the raw top-8 (token, logprob) pairs as
+ *            well, B=1 V=151936 and B=64 V=262144: a call with top-n outputs
+ *            runs on the general kernel alone
  * and the softmax and masked-step rows again with top_k (0) and top_p (1)
  * tensors passed, as engines do: two launches (the dense kernel takes the
  * rows, the general kernel finds none of its own).
@@ -33,7 +39,9 @@
 
 #include "bench.h"
 
-enum { CASE_SOFTMAX, CASE_MASKED, CASE_TOPK_TOPP };
+enum { CASE_SOFTMAX, CASE_MASKED, CASE_TOPK_TOPP, CASE_TOPP, CASE_TOPN };
+
+enum { kTopN = 8 }; /* CASE_TOPN's top-n columns */
 
 typedef struct sampling_params {
   int kind;
@@ -48,7 +56,8 @@ typedef struct sampling_state {
   int64_t words;
   /* bench memory, [slots][...] */
   float *logits, *probs, *temperature, *top_p, *lp, *raw_lp;
-  int32_t *top_k, *tokens;
+  int32_t *top_k, *tokens, *top_ids; /* top_ids, top_lp: [B, kTopN] */
+  float *top_lp;
   uint64_t *seed;
   uint32_t *allowed, *status;
   /* host copies of slot 0 */
@@ -76,6 +85,11 @@ static float llm_logit(bench_rng *r) {
   return bulk + 8.0f + 16.0f * (float)bench_rand_below(r, 1u << 24) / (float)(1u << 24);
 }
 
+static int64_t num_top_of(const sampling_params *p) { return p->kind == CASE_TOPN ? kTopN : 0; }
+
+/* The masked step's inputs and outputs: bitmask, both log-probabilities. */
+static int masked_kind(int kind) { return kind == CASE_MASKED || kind == CASE_TOPN; }
+
 static int sampling_setup(bench_env *env, const void *params, void **state, bench_info *info) {
   const sampling_params *p = params;
   sampling_state *s = bench_alloc(env, BENCH_MEM_HOST, sizeof *s);
@@ -97,6 +111,8 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   s->status = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
   s->lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
   s->raw_lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
+  s->top_ids = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * kTopN) * 4);
+  s->top_lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * kTopN) * 4);
   s->probs = p->kind == CASE_SOFTMAX ? bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * V) * 4)
                                      : NULL;
   s->h_logits = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * V) * 4);
@@ -106,13 +122,15 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   s->h_top_p = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
   s->h_top_k = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
   if (!s->logits || !s->allowed || !s->seed || !s->temperature || !s->top_p || !s->top_k ||
-      !s->tokens || !s->status || !s->lp || !s->raw_lp || !s->h_logits || !s->h_allowed ||
+      !s->tokens || !s->status || !s->lp || !s->raw_lp || !s->top_ids || !s->top_lp ||
+      !s->h_logits || !s->h_allowed ||
       !s->h_seed || !s->h_temperature || !s->h_top_p || !s->h_top_k ||
       (p->kind == CASE_SOFTMAX && !s->probs))
     return BENCH_FAIL;
   for (int64_t r = 0; r < B; r++) {
-    s->h_temperature[r] = p->kind == CASE_TOPK_TOPP ? 1.0f : 0.8f;
-    s->h_top_p[r] = p->kind == CASE_TOPK_TOPP ? 0.9f : 1.0f;
+    const int filtered = p->kind == CASE_TOPK_TOPP || p->kind == CASE_TOPP;
+    s->h_temperature[r] = filtered ? 1.0f : 0.8f;
+    s->h_top_p[r] = filtered ? 0.9f : 1.0f;
     s->h_top_k[r] = p->kind == CASE_TOPK_TOPP ? 50 : 0;
   }
   if (bench_upload(env, s->temperature, s->h_temperature, (size_t)B * 4) ||
@@ -136,7 +154,8 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   ingot_status st =
       p->kind == CASE_SOFTMAX
           ? ingot_sampling_softmax_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, &s->ws_bytes)
-          : ingot_sample_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, 0, &s->ws_bytes);
+          : ingot_sample_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, num_top_of(p),
+                                        &s->ws_bytes);
   if (bench_status(env, env->ctx, st, "workspace size")) return BENCH_FAIL;
   if (s->ws_bytes && !(s->ws = bench_alloc(env, BENCH_MEM_DEVICE, s->ws_bytes))) return BENCH_FAIL;
   info->slots = s->slots;
@@ -144,7 +163,7 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   if (p->kind == CASE_SOFTMAX) {
     info->bytes_device += logits_bytes;
     snprintf(info->floor_note, sizeof info->floor_note, "logits read + probs written (f32)");
-  } else if (p->kind == CASE_MASKED) {
+  } else if (p->kind == CASE_MASKED || p->kind == CASE_TOPN) {
     info->bytes_device += 4.0 * (double)(B * s->words);
     snprintf(info->floor_note, sizeof info->floor_note, "logits (f32) + bitmask read");
   } else {
@@ -159,8 +178,9 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
                                   const uint32_t *allowed, const uint64_t *seed,
                                   const float *temperature, const int32_t *top_k,
                                   const float *top_p, float *probs, int32_t *tokens,
-                                  uint32_t *status, float *lp, float *raw_lp, void *ws,
-                                  size_t ws_bytes, struct CUstream_st *stream) {
+                                  uint32_t *status, float *lp, float *raw_lp, int32_t *top_ids,
+                                  float *top_lp, void *ws, size_t ws_bytes,
+                                  struct CUstream_st *stream) {
   const int64_t B = s->p.batch, V = s->p.vocab;
   ingot_tensor tl = ingot_tensor_2d((void *)logits, INGOT_DTYPE_F32, B, V, V);
   ingot_tensor tA = ingot_tensor_2d((void *)allowed, INGOT_DTYPE_U32, B, s->words, s->words);
@@ -172,17 +192,21 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
   ingot_tensor tSt = ingot_tensor_1d(status, INGOT_DTYPE_U32, B);
   ingot_tensor tLp = ingot_tensor_1d(lp, INGOT_DTYPE_F32, B);
   ingot_tensor tRaw = ingot_tensor_1d(raw_lp, INGOT_DTYPE_F32, B);
+  ingot_tensor tIds = ingot_tensor_2d(top_ids, INGOT_DTYPE_I32, B, kTopN, kTopN);
+  ingot_tensor tTlp = ingot_tensor_2d(top_lp, INGOT_DTYPE_F32, B, kTopN, kTopN);
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
   prm.temperature = &tT;
   prm.seed = &tS;
-  if (s->p.kind == CASE_TOPK_TOPP || s->p.off_tensors) prm.top_k = &tK, prm.top_p = &tP;
-  if (s->p.kind == CASE_MASKED) prm.allowed = &tA;
+  if (s->p.kind == CASE_TOPK_TOPP || s->p.kind == CASE_TOPP || s->p.off_tensors)
+    prm.top_k = &tK, prm.top_p = &tP;
+  if (masked_kind(s->p.kind)) prm.allowed = &tA;
   if (s->p.kind == CASE_SOFTMAX) {
     ingot_tensor tPr = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, V, V);
     return ingot_sampling_softmax(ctx, &tl, &prm, &tPr, &tSt, ws, ws_bytes, stream);
   }
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
-  if (s->p.kind == CASE_MASKED) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  if (masked_kind(s->p.kind)) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  if (s->p.kind == CASE_TOPN) lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
   return ingot_sample(ctx, &tl, &prm, &tTok, &tSt, &lps, ws, ws_bytes, stream);
 }
 
@@ -192,8 +216,8 @@ static ingot_status sampling_run(bench_env *env, void *state, int slot) {
   return sampling_call(env->ctx, s, s->logits + (size_t)slot * (size_t)(B * V),
                        s->allowed + (size_t)slot * (size_t)(B * s->words),
                        s->seed + (size_t)slot * (size_t)B, s->temperature, s->top_k, s->top_p,
-                       s->probs, s->tokens, s->status, s->lp, s->raw_lp, s->ws, s->ws_bytes,
-                       env->stream);
+                       s->probs, s->tokens, s->status, s->lp, s->raw_lp, s->top_ids, s->top_lp,
+                       s->ws, s->ws_bytes, env->stream);
 }
 
 static int close_all(bench_env *env, const char *what, const float *got, const float *want,
@@ -220,35 +244,47 @@ static int sampling_check(bench_env *env, void *state) {
   ingot_status st = sampling_run(env, state, 0);
   if (bench_status(env, env->ctx, st, "op") || bench_sync(env)) return BENCH_FAIL;
   size_t out_floats = softmax ? (size_t)(B * V) : (size_t)B;
-  float *got = bench_alloc(env, BENCH_MEM_HOST, out_floats * 4 + (size_t)B * 12);
-  float *want = bench_alloc(env, BENCH_MEM_HOST, out_floats * 4 + (size_t)B * 12);
+  const size_t top = (size_t)(B * kTopN);
+  /* [probs or tokens][status][lp][raw_lp][top ids][top logprobs] */
+  float *got = bench_alloc(env, BENCH_MEM_HOST, (out_floats + 3 * (size_t)B + 2 * top) * 4);
+  float *want = bench_alloc(env, BENCH_MEM_HOST, (out_floats + 3 * (size_t)B + 2 * top) * 4);
   size_t ws_bytes = 0;
   st = softmax ? ingot_sampling_softmax_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, &ws_bytes)
-               : ingot_sample_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, 0, &ws_bytes);
+               : ingot_sample_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, num_top_of(&s->p),
+                                             &ws_bytes);
   void *ws = bench_alloc(env, BENCH_MEM_HOST, ws_bytes);
   if (!got || !want || !ws || bench_status(env, env->ref, st, "reference workspace size"))
     return BENCH_FAIL;
-  /* want: [probs or tokens][status][lp][raw_lp] */
   float *w_out = want, *w_lp = want + out_floats + B, *w_raw = want + out_floats + 2 * B;
+  float *w_tlp = w_raw + B + top;
+  int32_t *w_ids = (int32_t *)(void *)(w_raw + B);
   uint32_t *w_status = (uint32_t *)(void *)(want + out_floats);
   st = sampling_call(env->ref, s, s->h_logits, s->h_allowed, s->h_seed, s->h_temperature,
                      s->h_top_k, s->h_top_p, w_out, (int32_t *)(void *)w_out, w_status, w_lp,
-                     w_raw, ws, ws_bytes, NULL);
+                     w_raw, w_ids, w_tlp, ws, ws_bytes, NULL);
   if (bench_status(env, env->ref, st, "reference")) return BENCH_FAIL;
   float *g_out = got, *g_lp = got + out_floats + B, *g_raw = got + out_floats + 2 * B;
+  float *g_tlp = g_raw + B + top;
+  int32_t *g_ids = (int32_t *)(void *)(g_raw + B);
   uint32_t *g_status = (uint32_t *)(void *)(got + out_floats);
   if (bench_download(env, g_out, softmax ? (void *)s->probs : (void *)s->tokens, out_floats * 4) ||
       bench_download(env, g_status, s->status, (size_t)B * 4) ||
       bench_download(env, g_lp, s->lp, (size_t)B * 4) ||
-      bench_download(env, g_raw, s->raw_lp, (size_t)B * 4))
+      bench_download(env, g_raw, s->raw_lp, (size_t)B * 4) ||
+      bench_download(env, g_ids, s->top_ids, top * 4) ||
+      bench_download(env, g_tlp, s->top_lp, top * 4))
     return BENCH_FAIL;
   if (bench_compare_bytes(env, "row_status", g_status, w_status, (size_t)B * 4, 4))
     return BENCH_FAIL;
   if (softmax) return close_all(env, "probs", g_out, w_out, B * V);
   if (bench_compare_bytes(env, "tokens", g_out, w_out, (size_t)B * 4, 4)) return BENCH_FAIL;
-  if (s->p.kind == CASE_MASKED &&
+  if (masked_kind(s->p.kind) &&
       (close_all(env, "token_logprob", g_lp, w_lp, B) ||
        close_all(env, "token_raw_logprob", g_raw, w_raw, B)))
+    return BENCH_FAIL;
+  if (s->p.kind == CASE_TOPN &&
+      (bench_compare_bytes(env, "top_ids", g_ids, w_ids, top * 4, 4) ||
+       close_all(env, "top_logprobs", g_tlp, w_tlp, (int64_t)top)))
     return BENCH_FAIL;
   return BENCH_OK;
 }
@@ -275,6 +311,12 @@ void bench_sampling_register(bench_registry *reg) {
        "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1},
       {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0},
       {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0},
+      /* the general kernel's rows: top-p alone, and any call with top-n */
+      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0},
+      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0},
+      {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + raw top-8 B=1 V=151936", 0, 1},
+      {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + raw top-8 B=64 V=262144", 0,
+       1},
       /* the same work with top_k / top_p tensors passed, every row off: the
        * dense kernel for the rows, then the general one finding none */
       {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1, 0},
