@@ -935,6 +935,57 @@ static int test_biased_draw_raw_logprob(void) {
   return 0;
 }
 
+/* Top-n outputs on the dense kernel (n <= its small k; the final
+ * distribution, or the raw one where no bitmask or list changes a token) and
+ * on the general kernel (the raw kind with a bitmask, n past small k, rows
+ * with filters): == CPU, top ids exactly, log-probabilities within 2e-6.
+ * Rows: greedy (T = 0: one-hot final list, raw list at T' = 1), soft, all
+ * -Inf (empty), NaN sprinkles; V = 300 takes n <= 32 on the dense kernel. */
+static int test_top_n(void) {
+  static const struct {
+    int64_t B, V;
+    ingot_dtype dtype;
+  } shapes[] = {{5, 151936, INGOT_DTYPE_F32}, {6, 3000, INGOT_DTYPE_BF16},
+                {4, 300, INGOT_DTYPE_F16}};
+  static const int64_t ns[] = {1, 8, 64};
+  static const float temps[4] = {0.0f, 0.7f, 1.0f, 1.5f};
+  tally t = {0, 0, 0, 0};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+      for (int variant = 0; variant < 4; variant++) {
+        /* 0: raw, no mask; 1: final, bitmask; 2: raw, bitmask (general);
+         * 3: final, filter tensors with row 0 on top-p 0.9 (split) */
+        batch b;
+        make_batch(&b, shapes[s].B, shapes[s].V, shapes[s].dtype, 1, ns[k]);
+        set_no_filters(&b);
+        b.flags = variant == 1 || variant == 3 ? INGOT_SAMPLING_TOP_FINAL : 0;
+        if (variant == 1 || variant == 2) {
+          b.allowed = xcalloc((size_t)(b.B * b.words) * 4);
+          for (int64_t w = 0; w < b.B * b.words; w++)
+            b.allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
+        }
+        if (variant == 3) b.no_filters = 0, b.top_p[0] = 0.9f;
+        for (int64_t r = 0; r < b.B; r++) {
+          b.temperature[r] = temps[(r + (int64_t)k) % 4];
+          for (int64_t i = 0; i < b.V; i++) {
+            if (r == 1) set_logit(&b, r, i, -INFINITY); /* empty */
+            if (r == 2 && test_rand() % 97 == 0) set_logit(&b, r, i, NAN);
+          }
+        }
+        result c, g;
+        alloc_result(&c, &b), alloc_result(&g, &b);
+        EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+        EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+        char what[96];
+        snprintf(what, sizeof what, "top-n V=%lld n=%lld variant %d", (long long)b.V,
+                 (long long)ns[k], variant);
+        compare(&b, &c, &g, &t, what);
+        free_result(&c), free_result(&g), free_batch(&b);
+      }
+  EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
+  return 0;
+}
+
 static int test_three_ids_always(void) { return three_ids_always(0) || three_ids_always(1); }
 
 static int batch_invariance(int no_filters) {
@@ -1288,6 +1339,7 @@ int main(void) {
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("masked_step_masses", test_masked_step_masses);
   test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
+  test_run("top_n", test_top_n);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);
   test_run("bad_parameter_row", test_bad_parameter_row);

@@ -759,10 +759,14 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * larger V returns NOT_SUPPORTED before launch. Two kernels; which one
  * serves a row depends only on that row's parameters and the call's
  * outputs:
- *   - DENSE (1.8-3.8x faster): rows with no filter (top_k 0 or >= V,
- *     top_p 1, min_p 0) of a call without top-n outputs, and rows of
- *     ingot_sample (no top-n) with 1 <= top_k <= 64 (32 when V <= 512),
- *     whatever their top_p and min_p. Tokens are the CPU's bit for bit: without a filter no mass
+ *   - DENSE (1.8-5x faster): rows with no filter (top_k 0 or >= V,
+ *     top_p 1, min_p 0), and rows of ingot_sample with 1 <= top_k <= 64
+ *     (32 when V <= 512), whatever their top_p and min_p, in a call
+ *     without top-n outputs; with top-n outputs of n <= 64 (32 when V <=
+ *     512), its rows without a filter, when the top-n is of the final
+ *     distribution or the call has no bitmask and no banned or bias list
+ *     (the top-n set is found exactly, like a small top-k). Tokens are the
+ *     CPU's bit for bit: without a filter no mass
  *     decides anything; with a small top-k the kernel finds the top-k set
  *     exactly and runs the reference's own top-p sums (portable exp, double,
  *     rank order), min-p and draw on it, so not even a top-p boundary
@@ -770,14 +774,17 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     below 2^-126 counts as 0, so such a probability is 0) and sums in an
  *     order fixed by V and the device.
  *   - GENERAL: the other rows (a larger top-k, top-p or min-p without a
- *     small top-k, any filtered row of ingot_sampling_softmax), rows with a
- *     bad value, and every row of a call with top-n outputs. Masses are the
+ *     small top-k, any filtered row of ingot_sampling_softmax, any filtered
+ *     row of a call with top-n outputs), rows with a bad value, and every
+ *     row of a call with a larger top-n, or a raw top-n and a bitmask or
+ *     list. Masses are the
  *     portable exp summed as exact 64-bit fixed-point integers (w * 2^F,
  *     F = min(62, 63 - ceil(log2 V))); tokens identical to the CPU except at
  *     top-p boundaries (see above).
- *   A call without top_k / top_p / min_p tensors launches the dense kernel
- *   only; with them (and no top-n) both kernels are launched, each taking
- *   its rows, so passing NULL for unused filters saves a launch.
+ *   A call the dense kernel can serve launches it alone when it has no
+ *   top_k / top_p / min_p tensors; with them both kernels are launched,
+ *   each taking its rows, so passing NULL for unused filters saves a
+ *   launch.
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index
  * or its neighbours.

@@ -500,14 +500,6 @@ __device__ void write_top(const Src &src, int n, int64_t lo, int num, double log
   cluster_barrier(phase); /* the lists were read remotely */
 }
 
-__device__ void write_empty_top(const ingot_sampling_output &o, int64_t r) {
-  if (cluster_rank() != 0) return;
-  for (int e = threadIdx.x; e < o.num_top; e += kThreads) {
-    if (o.top_ids) o.top_ids[r * o.top_ids_stride + e] = -1;
-    if (o.top_logprobs) o.top_logprobs[r * o.top_logprobs_stride + e] = -INFINITY;
-  }
-}
-
 /* sv[0, n) <- logits lo .. lo + n - 1 of the row, exactly as fp32; returns
  * this thread's max over the finite ones. 16-byte loads, four in flight per
  * thread, when the chunk is 16-byte aligned (the common case: lo is a
@@ -607,7 +599,6 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
 
   if (ingot_sampling_params_check(T, top_k, top_p, min_p) != 0) {
     write_bad_parameter_row(a, kMode == kSample, r, lo, n);
-    if (kMode == kSample) write_empty_top(a.out, r);
     return; /* no shared memory was exchanged (the chunk load was local) */
   }
 
@@ -745,7 +736,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
   const bool top_final = o.num_top > 0 && (o.flags & INGOT_SAMPLING_TOP_FINAL);
   if (top_final) {
     if (token < 0)
-      write_empty_top(o, r);
+      write_empty_top(o, r, rank0);
     else
       write_top(SharedValues{sv}, n, lo, (int)o.num_top, log_z,
                 o.top_ids ? o.top_ids + r * o.top_ids_stride : nullptr,
@@ -767,7 +758,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
     }
     if (top_raw) {
       if (stats.raw_max == -INFINITY)
-        write_empty_top(o, r);
+        write_empty_top(o, r, rank0);
       else
         write_top(raw, n, lo, (int)o.num_top, log_zr,
                   o.top_ids ? o.top_ids + r * o.top_ids_stride : nullptr,
@@ -930,7 +921,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                size_t workspace_bytes, struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   static const char op[] = "ingot_sample";
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, out->flags, 0);
   if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, 0, stream);
   /* the general kernel must be able to take its rows before anything is launched */
   Args args = {};
@@ -941,7 +932,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
   ingot_status st = plan<kSample>(ctx, op, args, &g);
   if (st) return st;
   if (dense == 2) {
-    args.small_k = ingot_cuda_sampling_dense_small_k(ctx, in);
+    args.small_k = out->num_top > 0 ? 0 : ingot_cuda_sampling_dense_small_k(ctx, in);
     if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, args.small_k, stream))) return st;
     args.split = 1;
   }
@@ -955,7 +946,7 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   static const char op[] = "ingot_sampling_softmax";
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 1);
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 0, 1);
   if (dense == 1)
     return ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 0, stream);
   Args args = {};

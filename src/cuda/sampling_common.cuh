@@ -54,10 +54,21 @@ __device__ __forceinline__ bool row_for_dense(const SamplingArgs &a, int64_t r, 
          (params_plain(k, p, q, in.vocab) || (sample && k >= 1 && k <= a.small_k));
 }
 
+/* Row r's top-n slots: id -1, log-probability -Inf (block 0 of the row). */
+__device__ __forceinline__ void write_empty_top(const ingot_sampling_output &o, int64_t r,
+                                                bool rank0) {
+  if (!rank0) return;
+  for (int e = threadIdx.x; e < o.num_top; e += blockDim.x) {
+    if (o.top_ids) o.top_ids[r * o.top_ids_stride + e] = -1;
+    if (o.top_logprobs) o.top_logprobs[r * o.top_logprobs_stride + e] = -INFINITY;
+  }
+}
+
 /* A row whose per-row parameter breaks a rule (checked on the device, no
- * host read): BAD_PARAMETER, token -1 and -Inf log-probabilities (sample),
- * zero probabilities for this block's n tokens from lo (softmax). Called by
- * every thread of each block of the row, before anything is exchanged. */
+ * host read): BAD_PARAMETER, token -1, -Inf log-probabilities and empty
+ * top-n slots (sample), zero probabilities for this block's n tokens from lo
+ * (softmax). Called by every thread of each block of the row, before
+ * anything is exchanged. */
 __device__ __forceinline__ void write_bad_parameter_row(const SamplingArgs &a, bool sample,
                                                         int64_t r, int64_t lo, int n) {
   if (threadIdx.x == 0 && lo == 0) {
@@ -68,6 +79,7 @@ __device__ __forceinline__ void write_bad_parameter_row(const SamplingArgs &a, b
       if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
     }
   }
+  if (sample) write_empty_top(a.out, r, lo == 0);
   if (!sample)
     for (int j = threadIdx.x; j < n; j += blockDim.x) a.probs[r * a.probs_stride + lo + j] = 0.0f;
 }

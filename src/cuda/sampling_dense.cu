@@ -1,11 +1,14 @@
 /*
  * Sampling, CUDA backend: the DENSE path. Rows of ingot_sampling_softmax
- * and ingot_sample without a filter (calls without top-n outputs): masks,
- * bias, bans, temperature, greedy, the Gumbel-max draw and the drawn
- * token's two log-probabilities. That is the common decode step, and it
- * needs neither radix selects nor fixed-point masses. Also ingot_sample
- * rows with 1 <= top_k <= kSmallK (any top_p, min_p): the filters act on
- * the top-k set only, which small_k_draw finds exactly. src/cuda/sampling.cu
+ * and ingot_sample without a filter: masks, bias, bans, temperature, greedy,
+ * the Gumbel-max draw and the drawn token's two log-probabilities. That is
+ * the common decode step, and it needs neither radix selects nor fixed-point
+ * masses. Also ingot_sample rows with 1 <= top_k <= kSmallK (any top_p,
+ * min_p; calls without top-n outputs): the filters act on the top-k set
+ * only, which small_k_draw finds exactly; and the top-n outputs (n <=
+ * kSmallK) of rows without a filter, the same selection (small_k_select,
+ * after the second reduction; the host's routing is in
+ * ingot_cuda_sampling_dense_mode). src/cuda/sampling.cu
  * keeps the general kernel for the other rows. The rules are the Sampling
  * section of include/ingot/ingot.h.
  *
@@ -457,14 +460,18 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
   return v;
 }
 
-/* Steps 1-5 above for row r (T > 0, a row-uniform branch: every thread of
- * every block of the cluster calls it). sv holds the block's masked logits
- * (overwritten); stage, its 16-bit stage (chunk * 2 bytes, at least C *
- * kSmallK keys: ingot_cuda_sampling_dense_small_k), is scratch. In block 0
- * the result is left in sh.token and sh.logprob. */
-__device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
-                             int wlo, int wend, float m, const Divisor &div_t, int k, float top_p,
-                             float min_p, uint64_t seed, uint64_t position) {
+/* Steps 1-4 above for row r (a row-uniform branch: every thread of every
+ * block of the cluster calls it): the k largest keys of s = (x - m) / T over
+ * the block's values x in sv (overwritten; -Inf: not a candidate). stage,
+ * the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
+ * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
+ * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
+ * also each token's portable exp sh.w and draw key sh.key; the other blocks
+ * return after step 3 (block 0 reads their lists until the caller's next
+ * cluster barrier). */
+__device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
+                               int wlo, int wend, float m, const Divisor &div_t, int k, bool draw,
+                               uint64_t seed, uint64_t position) {
   const int lane = lane_id(), warp = warp_id();
   const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
   /* 1. */
@@ -580,14 +587,25 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
     for (int d = 0; d < total; d++) rank += all[d] > x;
     if (rank >= k) continue;
     const float sx = best_value(x);
-    const int32_t id = best_id(x);
     sh.top[rank] = x;
     sh.s[rank] = sx;
-    sh.w[rank] = ingot_sampling_ref_exp(sx);
-    sh.key[rank] = __fadd_rn(sx, ingot_sampling_ref_gumbel(seed, position, (uint32_t)id));
+    if (draw) {
+      sh.w[rank] = ingot_sampling_ref_exp(sx);
+      sh.key[rank] = __fadd_rn(sx, ingot_sampling_ref_gumbel(seed, position, (uint32_t)best_id(x)));
+    }
   }
   __syncthreads();
-  if (warp != 0) return;
+}
+
+/* Steps 1-5 above for row r (T > 0; every thread of every block of the
+ * cluster calls it). In block 0 the result is left in sh.token and
+ * sh.logprob. */
+__device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
+                             int wlo, int wend, float m, const Divisor &div_t, int k, float top_p,
+                             float min_p, uint64_t seed, uint64_t position) {
+  small_k_select(sv, stage, sh, lo, wlo, wend, m, div_t, k, true, seed, position);
+  if (cluster_rank() != 0 || warp_id() != 0) return;
+  const int lane = lane_id();
   /* 5. K = entries 0 .. nk - 1 in rank order. The reference's cumulative sum
    * in double, in its order (lane 0); top-p keeps the prefix up to the first
    * sum >= p * total; min-p drops a suffix (s descends): F is a prefix too */
@@ -741,8 +759,14 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const bool vec = (reinterpret_cast<uintptr_t>(row) & (esize == 4 ? 15u : 7u)) == 0;
   /* tokens below jfull come from the shared-memory copy (whole groups of 4) */
   const int jfull = vec ? (n & ~3) : 0;
-  const bool want_raw = kMode == kDenseSample && a.out.token_raw_logprob;
-  const bool want_mass = a.out.token_logprob;
+  /* top-n outputs (ingot_sample rows without a filter, n <= small k): of the
+   * final distribution, or of the raw one (the host sends the raw kind only
+   * where no token is masked or biased, so both rank the same values) */
+  const bool top_final = (a.out.flags & INGOT_SAMPLING_TOP_FINAL) != 0;
+  const bool want_top = kMode == kDenseSample && a.out.num_top > 0;
+  const bool want_raw =
+      kMode == kDenseSample && (a.out.token_raw_logprob || (want_top && !top_final));
+  const bool want_mass = a.out.token_logprob || (want_top && top_final);
   const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
   /* Everything above reads only the kernel's parameters, which the previous
    * kernel does not write: computed before the wait, their constant-cache
@@ -993,6 +1017,9 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
    * top-k row without it arrives at the end (block 0 reads the other blocks'
    * lists until its gather is done). */
   const bool second = (soft && !small) || want_raw; /* row-uniform */
+  /* the top-n set by small_k_select (a one-hot list for a greedy row's final
+   * distribution, none for an empty row) */
+  const bool select_top = want_top && !empty && !(top_final && T == 0.0f);
   if (second) {
     DrawStats d;
     d.mass = mass;
@@ -1002,7 +1029,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     const DrawStats identity2 = {0.0, 0.0, 0ull};
     const DrawStats fin = cluster_reduce(d, identity2, ReduceDraw{}, draw_part,
                                          &draw_slot, &draw_result);
-    cluster_arrive_relaxed(); /* its slots are read */
+    if (!select_top) cluster_arrive_relaxed(); /* its slots are read */
     mass = fin.mass;
     raw_sum = fin.raw_sum;
     if (soft && !small) token = best_id(fin.best);
@@ -1040,7 +1067,30 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       o.token_raw_logprob[r] = (float)((double)v - log(raw_sum));
     }
   }
-  if (!second) cluster_arrive_relaxed();
+  if (want_top) {
+    if (select_top) {
+      /* sv is scratch once thread 0 has read the drawn token's value above */
+      __syncthreads();
+      small_k_select(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo,
+                     wend, m, raw_t, (int)a.out.num_top, false, 0, 0);
+      const double log_z = log(top_final ? mass : raw_sum);
+      if (rank0)
+        for (int j = threadIdx.x; j < (int)a.out.num_top; j += kDenseThreads) {
+          const unsigned long long x = small_sh.top[j];
+          if (o.top_ids) o.top_ids[r * o.top_ids_stride + j] = x ? best_id(x) : -1;
+          if (o.top_logprobs)
+            o.top_logprobs[r * o.top_logprobs_stride + j] =
+                x ? (float)((double)small_sh.s[j] - log_z) : -INFINITY;
+        }
+    } else {
+      write_empty_top(o, r, rank0);
+      if (rank0 && threadIdx.x == 0 && token >= 0 && o.top_ids) /* greedy, final: one-hot */
+        o.top_ids[r * o.top_ids_stride] = token;
+      if (rank0 && threadIdx.x == 0 && token >= 0 && o.top_logprobs)
+        o.top_logprobs[r * o.top_logprobs_stride] = 0.0f;
+    }
+  }
+  if (!second || select_top) cluster_arrive_relaxed();
   cluster_wait();
 }
 
@@ -1167,10 +1217,20 @@ int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
 }
 
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
-                                   const ingot_sampling_input *in, int64_t num_top, int softmax) {
+                                   const ingot_sampling_input *in, int64_t num_top,
+                                   uint32_t top_flags, int softmax) {
   const bool fits =
       softmax ? dense_fits<kDenseSoftmax>(ctx, in) : dense_fits<kDenseSample>(ctx, in);
-  if (num_top > 0 || !fits) return 0;
+  if (!fits) return 0;
+  if (num_top > 0) {
+    /* the top-n of a row without a filter, found as a small top-k set: of the
+     * final distribution, or of the raw one where nothing masks a token or
+     * changes a value (the two are then the same set in the same order) */
+    const bool raw_is_final = !in->allowed && in->num_bias == 0 && in->num_banned == 0;
+    if (num_top > ingot_cuda_sampling_dense_small_k(ctx, in) ||
+        !((top_flags & INGOT_SAMPLING_TOP_FINAL) || raw_is_final))
+      return 0;
+  }
   return in->top_k || in->top_p || in->min_p ? 2 : 1;
 }
 
