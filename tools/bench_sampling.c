@@ -11,9 +11,11 @@
  *   sample   top-p 0.9 alone (temperature 1), B=1 and B=64, V=151936: the
  *            general kernel's radix selects (the dense kernel is launched
  *            too and finds no row of its own)
- *   sample   the masked step with the raw top-8 (token, logprob) pairs as
- *            well, B=1 V=151936 and B=64 V=262144: a call with top-n outputs
- *            runs on the general kernel alone
+ *   sample   the masked step with 8 top (token, logprob) pairs as well, B=1
+ *            V=151936 and B=64 V=262144: of the raw distribution (the
+ *            general kernel: a raw top-n with a bitmask), of the final one
+ *            (the dense kernel); and the raw top-8 of a step without a
+ *            bitmask (the dense kernel)
  * and the softmax and masked-step rows again with top_k (0) and top_p (1)
  * tensors passed, as engines do: two launches (the dense kernel takes the
  * rows, the general kernel finds none of its own).
@@ -48,6 +50,8 @@ typedef struct sampling_params {
   int64_t batch, vocab;
   int off_tensors; /* pass top_k = 0 and top_p = 1 tensors (every row off) */
   int llm_like;    /* logits shaped like a language model's (see llm_logit) */
+  int top_final;   /* CASE_TOPN: the final distribution's top-n (else the raw one's) */
+  int no_mask;     /* CASE_TOPN: no bitmask */
 } sampling_params;
 
 typedef struct sampling_state {
@@ -87,7 +91,7 @@ static float llm_logit(bench_rng *r) {
 
 static int64_t num_top_of(const sampling_params *p) { return p->kind == CASE_TOPN ? kTopN : 0; }
 
-/* The masked step's inputs and outputs: bitmask, both log-probabilities. */
+/* The masked step's outputs: both log-probabilities. */
 static int masked_kind(int kind) { return kind == CASE_MASKED || kind == CASE_TOPN; }
 
 static int sampling_setup(bench_env *env, const void *params, void **state, bench_info *info) {
@@ -163,7 +167,7 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   if (p->kind == CASE_SOFTMAX) {
     info->bytes_device += logits_bytes;
     snprintf(info->floor_note, sizeof info->floor_note, "logits read + probs written (f32)");
-  } else if (p->kind == CASE_MASKED || p->kind == CASE_TOPN) {
+  } else if (masked_kind(p->kind) && !p->no_mask) {
     info->bytes_device += 4.0 * (double)(B * s->words);
     snprintf(info->floor_note, sizeof info->floor_note, "logits (f32) + bitmask read");
   } else {
@@ -199,7 +203,7 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
   prm.seed = &tS;
   if (s->p.kind == CASE_TOPK_TOPP || s->p.kind == CASE_TOPP || s->p.off_tensors)
     prm.top_k = &tK, prm.top_p = &tP;
-  if (masked_kind(s->p.kind)) prm.allowed = &tA;
+  if (masked_kind(s->p.kind) && !s->p.no_mask) prm.allowed = &tA;
   if (s->p.kind == CASE_SOFTMAX) {
     ingot_tensor tPr = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, V, V);
     return ingot_sampling_softmax(ctx, &tl, &prm, &tPr, &tSt, ws, ws_bytes, stream);
@@ -207,6 +211,7 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
   if (masked_kind(s->p.kind)) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
   if (s->p.kind == CASE_TOPN) lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
+  if (s->p.top_final) lps.flags = INGOT_SAMPLING_TOP_FINAL;
   return ingot_sample(ctx, &tl, &prm, &tTok, &tSt, &lps, ws, ws_bytes, stream);
 }
 
@@ -296,38 +301,52 @@ void bench_sampling_register(bench_registry *reg) {
     int kind;
     int64_t B, V;
     const char *op, *name;
-    int off_tensors, llm_like;
+    int off_tensors, llm_like, top_final, no_mask;
   } cases[] = {
-      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0, 0},
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0, 0},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0, 0},
-      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0, 0},
-      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0, 0},
+      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0, 0, 0, 0},
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0, 0, 0, 0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0, 0, 0, 0},
+      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0, 0, 0, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0, 0, 0, 0},
       /* the same with logits shaped like a language model's: the draw's
        * filter leaves ~0.2% of the tokens (the rows above: ~all allowed) */
       {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs, LLM-like logits B=1 V=151936",
-       0, 1},
+       0, 1, 0, 0},
       {CASE_MASKED, 64, 262144, "sample",
-       "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1},
-      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0},
-      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0},
-      /* the general kernel's rows: top-p alone, and any call with top-n */
-      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0},
-      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0},
-      {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + raw top-8 B=1 V=151936", 0, 1},
+       "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1, 0, 0},
+      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
+      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
+      /* the general kernel's rows: top-p alone, and a raw top-n with a bitmask */
+      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
+      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
+      {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + raw top-8 B=1 V=151936", 0, 1,
+       0, 0},
       {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + raw top-8 B=64 V=262144", 0,
-       1},
+       1, 0, 0},
+      /* the dense kernel's top-n: of the final distribution, or raw without a mask */
+      {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + final top-8 B=1 V=151936", 0, 1,
+       1, 0},
+      {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + final top-8 B=64 V=262144", 0,
+       1, 1, 0},
+      {CASE_TOPN, 1, 151936, "sample", "step + logprobs + raw top-8, no mask B=1 V=151936", 0, 1,
+       0, 1},
+      {CASE_TOPN, 64, 262144, "sample", "step + logprobs + raw top-8, no mask B=64 V=262144", 0,
+       1, 0, 1},
       /* the same work with top_k / top_p tensors passed, every row off: the
        * dense kernel for the rows, then the general one finding none */
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1, 0},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1, 0},
-      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1, 0},
-      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1,
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1, 0, 0,
        0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1, 0,
+       0, 0},
+      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1, 0,
+       0, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1,
+       0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    sampling_params p = {cases[i].kind, cases[i].B, cases[i].V, cases[i].off_tensors,
-                         cases[i].llm_like};
+    sampling_params p = {cases[i].kind,      cases[i].B,         cases[i].V,
+                         cases[i].off_tensors, cases[i].llm_like, cases[i].top_final,
+                         cases[i].no_mask};
     bench_add(reg, "sampling", cases[i].op, cases[i].name, &sampling_ops, &p, sizeof p);
   }
 }
