@@ -72,11 +72,9 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                size_t workspace_bytes, struct CUstream_st *stream);
 
 /* The dense kernel (src/cuda/sampling_dense.cu), for rows without a filter
- * and (ingot_sample, in calls without top-n outputs) rows with a small
- * top-k; in ingot_sample calls with n <= dense_small_k top-n outputs of the
- * final distribution, or of the raw one when nothing masks or biases a token
- * (no bitmask, no lists: the raw distribution is then the final one of a row
- * without a filter). dense_mode (host only, nothing launched): 0 when it
+ * (in ingot_sample calls with top-n outputs too, n <= dense_small_k) and
+ * (ingot_sample, in calls without top-n outputs) rows with a small top-k.
+ * dense_mode (host only, nothing launched): 0 when it
  * serves no row of the call; 1 when it serves every row (no filter tensor
  * given); 2 when filter tensors are given: it serves its rows (launch it with
  * split = 1) and the general kernel the others (also with split = 1).
@@ -85,8 +83,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
  * 0 in calls with top-n outputs and in ingot_sampling_softmax. */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx);
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
-                                   const ingot_sampling_input *in, int64_t num_top,
-                                   uint32_t top_flags, int softmax);
+                                   const ingot_sampling_input *in, int64_t num_top, int softmax);
 int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
                                       const ingot_sampling_input *in);
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,

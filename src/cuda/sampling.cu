@@ -921,7 +921,7 @@ ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_i
                                size_t workspace_bytes, struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   static const char op[] = "ingot_sample";
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, out->flags, 0);
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
   if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, 0, stream);
   /* the general kernel must be able to take its rows before anything is launched */
   Args args = {};
@@ -946,7 +946,7 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          struct CUstream_st *stream) {
   (void)workspace, (void)workspace_bytes;
   static const char op[] = "ingot_sampling_softmax";
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 0, 1);
+  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 1);
   if (dense == 1)
     return ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 0, stream);
   Args args = {};

@@ -7,8 +7,9 @@
  * min_p; calls without top-n outputs): the filters act on the top-k set
  * only, which small_k_draw finds exactly; and the top-n outputs (n <=
  * kSmallK) of rows without a filter, the same selection (small_k_select,
- * after the second reduction; the host's routing is in
- * ingot_cuda_sampling_dense_mode). src/cuda/sampling.cu
+ * after the second reduction, over the masked values or the logits read
+ * again; instantiated as a kernel of its own, kDenseSampleTop; the host's
+ * routing is in ingot_cuda_sampling_dense_mode). src/cuda/sampling.cu
  * keeps the general kernel for the other rows. The rules are the Sampling
  * section of include/ingot/ingot.h.
  *
@@ -74,7 +75,9 @@ constexpr float kGumbelMax = 22.9f;      /* g <= -log(2^-33) = 22.87 */
 constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
 constexpr int kAhead = 4;                /* the softmax's write pass: groups loaded at once */
 
-enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1 };
+/* kDenseSampleTop: ingot_sample calls with top-n outputs, a kernel of their
+ * own so that the selection's code does not weigh on the common one */
+enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1, kDenseSampleTop = 2 };
 
 /* SamplingArgs (sampling_common.cuh); chunk is a multiple of kChunkUnit,
  * frac_bits and keep_raw are not used. */
@@ -462,7 +465,9 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
 
 /* Steps 1-4 above for row r (a row-uniform branch: every thread of every
  * block of the cluster calls it): the k largest keys of s = (x - m) / T over
- * the block's values x in sv (overwritten; -Inf: not a candidate). stage,
+ * the block's values x in sv (overwritten; -Inf: not a candidate), or, with
+ * raw_row (the block's n logits as given, `dtype`), over those logits
+ * (non-finite ones are not candidates; sv is overwritten all the same). stage,
  * the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
  * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
  * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
@@ -471,7 +476,8 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
  * cluster barrier). */
 __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
                                int wlo, int wend, float m, const Divisor &div_t, int k, bool draw,
-                               uint64_t seed, uint64_t position) {
+                               uint64_t seed, uint64_t position, const void *raw_row = nullptr,
+                               ingot_dtype dtype = INGOT_DTYPE_F32, int n = 0) {
   const int lane = lane_id(), warp = warp_id();
   const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
   /* 1. */
@@ -479,6 +485,12 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
   for (int j = wlo + 4 * lane; j < wend; j += 128) {
     const float4 q = *reinterpret_cast<const float4 *>(sv + j);
     float x[4] = {q.x, q.y, q.z, q.w};
+    if (raw_row)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float v = j + e < n ? ingot_sampling_load(raw_row, dtype, j + e) : -INFINITY;
+        x[e] = fabsf(v) < INFINITY ? v : -INFINITY;
+      }
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       x[e] = x[e] == -INFINITY ? -INFINITY : div_exact(__fsub_rn(x[e], m), div_t);
@@ -729,6 +741,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     dense_kernel(const DenseArgs a) {
   constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
   constexpr bool f32 = dtype == INGOT_DTYPE_F32;
+  constexpr bool kSampling = kMode != kDenseSoftmax;
   /* dynamic shared memory (dense_smem_bytes): the block's values sv
    * [chunk] f32; for 16-bit logits or a sample, stage16 [chunk] u16, the
    * 16-bit logits as loaded, later the draw's candidates (offsets in the
@@ -738,7 +751,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   uint16_t *stage16 = reinterpret_cast<uint16_t *>(sv + a.chunk);
   uint16_t *cand = stage16;
   uint32_t *swords = reinterpret_cast<uint32_t *>(
-      stage16 + (kMode == kDenseSample || !f32 ? a.chunk : 0));
+      stage16 + (kSampling || !f32 ? a.chunk : 0));
   __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
   __shared__ SmallKShared small_sh;
@@ -760,12 +773,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   /* tokens below jfull come from the shared-memory copy (whole groups of 4) */
   const int jfull = vec ? (n & ~3) : 0;
   /* top-n outputs (ingot_sample rows without a filter, n <= small k): of the
-   * final distribution, or of the raw one (the host sends the raw kind only
-   * where no token is masked or biased, so both rank the same values) */
+   * final distribution (the masked values in sv), or of the raw one (the
+   * logits as given, read again) */
   const bool top_final = (a.out.flags & INGOT_SAMPLING_TOP_FINAL) != 0;
-  const bool want_top = kMode == kDenseSample && a.out.num_top > 0;
-  const bool want_raw =
-      kMode == kDenseSample && (a.out.token_raw_logprob || (want_top && !top_final));
+  const bool want_top = kMode == kDenseSampleTop && a.out.num_top > 0;
+  const bool want_raw = kSampling && (a.out.token_raw_logprob || (want_top && !top_final));
   const bool want_mass = a.out.token_logprob || (want_top && top_final);
   const uint32_t *words = in.allowed ? in.allowed + r * in.allowed_stride + (lo >> 5) : nullptr;
   /* Everything above reads only the kernel's parameters, which the previous
@@ -775,7 +787,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 
   /* a row of the general kernel's (filter tensors given): decided before
    * anything is loaded, the whole cluster alike */
-  if (a.split && !row_for_dense(a, r, kMode == kDenseSample)) return;
+  if (a.split && !row_for_dense(a, r, kSampling)) return;
 
   /* ---- 1. load, bias, bans, NaN / bitmask; argmax, flags, raw stats ---- */
   /* Every 16-byte (f32) / 8-byte (16-bit) group of the block's logits and
@@ -797,16 +809,16 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       cp_async<4>(swords + w, words + w);
   asm volatile("cp.async.commit_group;" ::: "memory");
   const float T = in.temperature ? in.temperature[r] : 1.0f;
-  const uint64_t seed = kMode == kDenseSample && in.seed ? in.seed[r] : 0;
-  const uint64_t position = kMode == kDenseSample && in.position ? in.position[r] : 0;
+  const uint64_t seed = kSampling && in.seed ? in.seed[r] : 0;
+  const uint64_t position = kSampling && in.position ? in.position[r] : 0;
   /* a row with a filter here has a small top-k (row_for_dense) */
-  const int32_t top_k = kMode == kDenseSample && in.top_k ? in.top_k[r] : 0;
-  const float top_p = kMode == kDenseSample && in.top_p ? in.top_p[r] : 1.0f;
-  const float min_p = kMode == kDenseSample && in.min_p ? in.min_p[r] : 0.0f;
-  const bool small = kMode == kDenseSample && !params_plain(top_k, top_p, min_p, in.vocab);
+  const int32_t top_k = kSampling && in.top_k ? in.top_k[r] : 0;
+  const float top_p = kSampling && in.top_p ? in.top_p[r] : 1.0f;
+  const float min_p = kSampling && in.min_p ? in.min_p[r] : 0.0f;
+  const bool small = kSampling && !params_plain(top_k, top_p, min_p, in.vocab);
   asm volatile("cp.async.wait_all;" ::: "memory");
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
-    write_bad_parameter_row(a, kMode == kDenseSample, r, lo, n);
+    write_bad_parameter_row(a, kSampling, r, lo, n);
     return; /* uniform over the cluster: nothing was exchanged */
   }
   const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);
@@ -1017,9 +1029,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
    * top-k row without it arrives at the end (block 0 reads the other blocks'
    * lists until its gather is done). */
   const bool second = (soft && !small) || want_raw; /* row-uniform */
-  /* the top-n set by small_k_select (a one-hot list for a greedy row's final
-   * distribution, none for an empty row) */
-  const bool select_top = want_top && !empty && !(top_final && T == 0.0f);
+  /* the top-n set by small_k_select: the final distribution's of a soft row
+   * (a greedy row's is one-hot, an empty row's empty), the raw one's of a
+   * row with a finite logit (masks do not empty it) */
+  const bool select_top =
+      want_top && (top_final ? soft : st.raw_max > -INFINITY); /* row-uniform */
   if (second) {
     DrawStats d;
     d.mass = mass;
@@ -1071,8 +1085,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     if (select_top) {
       /* sv is scratch once thread 0 has read the drawn token's value above */
       __syncthreads();
+      /* the raw values: sv's own where nothing masked or changed a token */
+      const bool reread = !top_final && (words || lists);
       small_k_select(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo,
-                     wend, m, raw_t, (int)a.out.num_top, false, 0, 0);
+                     wend, top_final ? m : st.raw_max, raw_t, (int)a.out.num_top, false, 0, 0,
+                     reread ? row : nullptr, dtype, n);
       const double log_z = log(top_final ? mass : raw_sum);
       if (rank0)
         for (int j = threadIdx.x; j < (int)a.out.num_top; j += kDenseThreads) {
@@ -1084,9 +1101,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         }
     } else {
       write_empty_top(o, r, rank0);
-      if (rank0 && threadIdx.x == 0 && token >= 0 && o.top_ids) /* greedy, final: one-hot */
+      const bool one_hot = top_final && token >= 0; /* a greedy row's final list */
+      if (rank0 && threadIdx.x == 0 && one_hot && o.top_ids)
         o.top_ids[r * o.top_ids_stride] = token;
-      if (rank0 && threadIdx.x == 0 && token >= 0 && o.top_logprobs)
+      if (rank0 && threadIdx.x == 0 && one_hot && o.top_logprobs)
         o.top_logprobs[r * o.top_logprobs_stride] = 0.0f;
     }
   }
@@ -1096,7 +1114,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
 size_t dense_smem_bytes(int mode, ingot_dtype dtype, int chunk) {
-  const bool stage16 = mode == kDenseSample || dtype != INGOT_DTYPE_F32;
+  const bool stage16 = mode != kDenseSoftmax || dtype != INGOT_DTYPE_F32;
   return (size_t)chunk * (stage16 ? 6 : 4) + (size_t)chunk / 8;
 }
 
@@ -1119,10 +1137,11 @@ DenseKernel dense_kernel_for(ingot_dtype dtype) {
 
 const ingot_dtype kDenseDtypes[3] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
 
-/* Sets an attribute on all six instantiations. */
+/* Sets an attribute on all nine instantiations. */
 cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
   for (ingot_dtype d : kDenseDtypes) {
     cudaError_t e = cudaFuncSetAttribute(dense_kernel_for<kDenseSample>(d), attr, value);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSampleTop>(d), attr, value);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSoftmax>(d), attr, value);
     if (e != cudaSuccess) return e;
   }
@@ -1217,20 +1236,12 @@ int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
 }
 
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
-                                   const ingot_sampling_input *in, int64_t num_top,
-                                   uint32_t top_flags, int softmax) {
+                                   const ingot_sampling_input *in, int64_t num_top, int softmax) {
   const bool fits =
       softmax ? dense_fits<kDenseSoftmax>(ctx, in) : dense_fits<kDenseSample>(ctx, in);
   if (!fits) return 0;
-  if (num_top > 0) {
-    /* the top-n of a row without a filter, found as a small top-k set: of the
-     * final distribution, or of the raw one where nothing masks a token or
-     * changes a value (the two are then the same set in the same order) */
-    const bool raw_is_final = !in->allowed && in->num_bias == 0 && in->num_banned == 0;
-    if (num_top > ingot_cuda_sampling_dense_small_k(ctx, in) ||
-        !((top_flags & INGOT_SAMPLING_TOP_FINAL) || raw_is_final))
-      return 0;
-  }
+  /* the top-n of a row without a filter is found as a small top-k set */
+  if (num_top > ingot_cuda_sampling_dense_small_k(ctx, in)) return 0;
   return in->top_k || in->top_p || in->min_p ? 2 : 1;
 }
 
@@ -1243,7 +1254,8 @@ ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_samp
   args.row_status = out->row_status;
   args.split = split;
   args.small_k = small_k;
-  return dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
+  return out->num_top > 0 ? dense_launch<kDenseSampleTop>(ctx, "ingot_sample", args, stream)
+                          : dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
 }
 
 ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
