@@ -12,10 +12,9 @@
  *            general kernel's radix selects (the dense kernel is launched
  *            too and finds no row of its own)
  *   sample   the masked step with 8 top (token, logprob) pairs as well, B=1
- *            V=151936 and B=64 V=262144: of the raw distribution (the
- *            general kernel: a raw top-n with a bitmask), of the final one
- *            (the dense kernel); and the raw top-8 of a step without a
- *            bitmask (the dense kernel)
+ *            V=151936 and B=64 V=262144, of the raw distribution (the
+ *            logits read again) and of the final one; and the raw top-8 of
+ *            a step without a bitmask (the dense kernel's top-n kernel)
  * and the softmax and masked-step rows again with top_k (0) and top_p (1)
  * tensors passed, as engines do: two launches (the dense kernel takes the
  * rows, the general kernel finds none of its own).
@@ -316,14 +315,15 @@ void bench_sampling_register(bench_registry *reg) {
        "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1, 0, 0},
       {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
       {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
-      /* the general kernel's rows: top-p alone, and a raw top-n with a bitmask */
+      /* the general kernel's rows: top-p alone */
       {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
       {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
+      /* top-n outputs: the dense kernel's top-n kernel (a raw top-n with a
+       * bitmask reads the logits again) */
       {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + raw top-8 B=1 V=151936", 0, 1,
        0, 0},
       {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + raw top-8 B=64 V=262144", 0,
        1, 0, 0},
-      /* the dense kernel's top-n: of the final distribution, or raw without a mask */
       {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + final top-8 B=1 V=151936", 0, 1,
        1, 0},
       {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + final top-8 B=64 V=262144", 0,

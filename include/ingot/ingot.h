@@ -762,10 +762,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *   - DENSE (1.8-5x faster): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0), and rows of ingot_sample with 1 <= top_k <= 64
  *     (32 when V <= 512), whatever their top_p and min_p, in a call
- *     without top-n outputs; with top-n outputs of n <= 64 (32 when V <=
- *     512), its rows without a filter, when the top-n is of the final
- *     distribution or the call has no bitmask and no banned or bias list
- *     (the top-n set is found exactly, like a small top-k). Tokens are the
+ *     without top-n outputs; in a call with top-n outputs of n <= 64 (32
+ *     when V <= 512), its rows without a filter (the top-n set is found
+ *     exactly, like a small top-k). Tokens are the
  *     CPU's bit for bit: without a filter no mass
  *     decides anything; with a small top-k the kernel finds the top-k set
  *     exactly and runs the reference's own top-p sums (portable exp, double,
@@ -776,8 +775,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *   - GENERAL: the other rows (a larger top-k, top-p or min-p without a
  *     small top-k, any filtered row of ingot_sampling_softmax, any filtered
  *     row of a call with top-n outputs), rows with a bad value, and every
- *     row of a call with a larger top-n, or a raw top-n and a bitmask or
- *     list. Masses are the
+ *     row of a call with a larger top-n. Masses are the
  *     portable exp summed as exact 64-bit fixed-point integers (w * 2^F,
  *     F = min(62, 63 - ceil(log2 V))); tokens identical to the CPU except at
  *     top-p boundaries (see above).
