@@ -1141,7 +1141,8 @@ const ingot_dtype kDenseDtypes[3] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DT
 cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
   for (ingot_dtype d : kDenseDtypes) {
     cudaError_t e = cudaFuncSetAttribute(dense_kernel_for<kDenseSample>(d), attr, value);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSampleTop>(d), attr, value);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(dense_kernel_for<kDenseSampleTop>(d), attr, value);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSoftmax>(d), attr, value);
     if (e != cudaSuccess) return e;
   }
