@@ -1,13 +1,15 @@
 #!/bin/bash
 # A/B of versions of a source file (AB_FILE, default src/cuda/sampling_dense.cu)
 # in one device call: dev/ab_a.cu, dev/ab_b.cu, ... (untracked copies), each
-# built into its own tree, their tests run, their benches interleaved.
+# built into its own tree, their tests run, their benches interleaved. A
+# version that changes several files is a folder instead, dev/ab_a/, holding
+# each of them at its path in the repository (dev/ab_a/src/cuda/x.cu).
 # Usage: [AB_FILE=src/cuda/sampling.cu] dev/ab_device.sh OUTDIR "bench filter" [rounds]
 set -o pipefail
 OUT=${1:?outdir}; FILTER=${2:-sampling}; ROUNDS=${3:-2}; FILE=${AB_FILE:-src/cuda/sampling_dense.cu}
-VERSIONS=$(ls dev/ab_*.cu | sed "s/.*ab_\(.*\)\.cu/\1/")
+VERSIONS=$(ls -d dev/ab_* | grep -v "\.sh$" | sed "s/.*ab_\([^.]*\).*/\1/")
 for v in $VERSIONS; do
-  cp dev/ab_$v.cu $FILE
+  if [ -d dev/ab_$v ]; then cp -r dev/ab_$v/. .; else cp dev/ab_$v.cu $FILE; fi
   cmake -S . -B build_$v -G Ninja -DINGOT_WERROR=ON -DINGOT_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a \
     > $OUT/cmake_$v.log 2>&1 && ninja -C build_$v tools/ingot tests/test_sampling_cuda > $OUT/build_$v.log 2>&1 \
     || { tail -30 $OUT/build_$v.log; exit 1; }
