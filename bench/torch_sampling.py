@@ -12,14 +12,18 @@ sampling rows (tools/bench_sampling.c), one process, one GPU.
             most noise, the bench's "stress" rows).
   top-8     the masked step above plus the raw distribution's 8 most
             probable (token, logprob) pairs (torch.topk of the raw
-            log_softmax) against ingot.sample with num_top = 8 (the general
-            kernel); graph replays.
+            log_softmax) against ingot.sample with num_top = 8 (the dense
+            kernel's top-n); graph replays.
   sample    top-k 50 + top-p 0.9: a sort-based PyTorch sampler (the usual
             engine code: topk, softmax, cumsum mask, multinomial) vs
             ingot.sample; both timed eagerly (median of 200 calls between CUDA
             events), since the PyTorch sampler is not graph-capturable as
             written (multinomial with a generator). Then top-p 0.9 alone (a
-            full sort, ingot's general kernel), timed the same way.
+            full sort), timed the same way: on the normal logits times 3
+            (ingot's nucleus is thousands of tokens deep: its dense kernel
+            hands every row to the general one) and on logits shaped like a
+            language model's (llm_like, as `ingot bench`: the nucleus lies in
+            the top 64, which ingot's dense kernel draws from).
 
 Usage: INGOT_LIBRARY=build/libingot.so PYTHONPATH=python python3 bench/torch_sampling.py
 Prints a table; --json FILE also writes it.
@@ -50,6 +54,14 @@ def torch_topp(logits, p, gen):
     probs = probs.masked_fill(cum - probs > p, 0.0)
     choice = torch.multinomial(probs, 1, generator=gen)
     return idx.gather(-1, choice).squeeze(-1)
+
+
+def llm_like(B, V):
+    """Logits shaped like a language model's, as bench_sampling.c's llm_logit:
+    a bulk of 2.5 x a normal variate, and one token in 256 raised by 8 to 24."""
+    x = torch.randn(B, V, device="cuda") * 2.5
+    head = torch.rand(B, V, device="cuda") < 1.0 / 256
+    return x + head * (8.0 + 16.0 * torch.rand(B, V, device="cuda"))
 
 
 def torch_masked_step(logits, words, t, bits, num_top=0):
@@ -128,6 +140,11 @@ def main():
             it = eager_time(lambda: ingot.sample(ctx, x, top_k=k0, top_p=p, seed=seed,
                                                  tokens=tokens, row_status=status, workspace=ws))
             rows.append(("sample top-p 0.9 (eager)", f"B={B} V={V} f32", tt, it))
+            x = llm_like(B, V)
+            tt = eager_time(lambda: torch_topp(x, 0.9, gen))
+            it = eager_time(lambda: ingot.sample(ctx, x, top_k=k0, top_p=p, seed=seed,
+                                                 tokens=tokens, row_status=status, workspace=ws))
+            rows.append(("sample top-p 0.9, LLM-like logits (eager)", f"B={B} V={V} f32", tt, it))
     print(f"{'op':40} {'case':20} {'torch us':>10} {'ingot us':>10} {'ratio':>7}")
     for op, case, tt, it in rows:
         print(f"{op:40} {case:20} {tt:10.2f} {it:10.2f} {tt / it:7.2f}")

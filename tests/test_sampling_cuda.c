@@ -385,6 +385,8 @@ static void compare(const batch *b, const result *c, const result *g, tally *t, 
     t->rows++;
     int topp = b->top_p[r] < 1.0f && b->temperature[r] > 0.0f;
     t->topp_rows += topp;
+    EXPECT(g->tokens[r] >= -1, "%s row %lld: token %d (a hand-off left behind?)", what,
+           (long long)r, g->tokens[r]);
     if (c->tokens[r] != g->tokens[r] || c->status[r] != g->status[r]) {
       if (topp && c->status[r] == g->status[r]) {
         t->token_diffs++;
@@ -629,8 +631,9 @@ static int test_mixed_rows(void) {
   for (int64_t r = 0; r < b.B; r++) {
     const int plain = r % 2 == 0;
     /* filtered rows: a top-k of 20 (the dense kernel's small-k path), or
-     * rows 3, 11: top-p alone and rows 7, 15: a top-k of 100 (the general
-     * kernel), so all three paths share the launches */
+     * rows 3, 11: top-p alone (the dense kernel's nucleus rows, in ingot_sample)
+     * and rows 7, 15: a top-k of 100 (the general kernel), so all paths share
+     * the launches */
     b.top_k[r] = plain ? (r % 4 == 0 ? 0 : (int32_t)b.V + 3) : r % 8 == 3 ? 0 : r % 8 == 7 ? 100 : 20;
     b.top_p[r] = plain || r % 4 == 1 ? 1.0f : 0.9f; /* rows 1, 5, ...: top-k only */
     b.min_p[r] = plain || r % 3 ? 0.0f : 0.1f;
@@ -989,6 +992,82 @@ static int test_top_n(void) {
   return 0;
 }
 
+/* Nucleus rows (top-p and / or min-p without a top-k): the dense kernel
+ * draws such a row in its top-k set K (k = 64; 32 at V = 300) when the final
+ * set F lies in K, and hands the others to the general kernel of the same
+ * call. Rows built for each way (K: drawn in K; H: handed off; at V = 300
+ * some K rows are H):
+ *   0 peaked (sigma 8), top-p 0.9: K          1  the same with min-p 0.1: K
+ *   2 a head of 40 near-equal tokens, top-p 0.9: K (F ~36 deep)
+ *   3 a head of 63 near-equal tokens, top-p 0.97: K (F ends at K's end)
+ *   4 one token at s = 0, 300 at s = -1.5, top-p 0.9: H after the selection
+ *     (p * mass ~61 <= 64, K's mass ~15)
+ *   5 row 4 with min-p 0.3: K (min-p cuts F to the first token)
+ *   6 flat (sigma 0.3), top-p 0.9: H at once (p * mass > 64)
+ *   7 flat, min-p 0.5 alone: H after the selection (F is thousands deep)
+ *   8 peaked, min-p 0.2 alone: K
+ *   9 10 tokens allowed by the bitmask, top-p 0.99999994: K (K is the row)
+ *  10 greedy (T = 0), top-p 0.5   11 empty (all -Inf), top-p 0.9
+ *  12 peaked with NaN sprinkles, top-p 0.9
+ *  13-15 random sigma, T, top-p and min-p
+ * Everything equals the CPU (a drawn token may differ only at a top-p
+ * boundary: counted, at most 1%); a dense draw of an H row from K alone
+ * would miss the CPU's token most of the time (K holds a quarter of row
+ * 4's F). */
+static int test_nucleus_rows(void) {
+  static const struct {
+    int64_t V;
+    ingot_dtype dtype;
+  } shapes[] = {{151936, INGOT_DTYPE_F32}, {3000, INGOT_DTYPE_BF16}, {300, INGOT_DTYPE_F16}};
+  const int64_t B = 16;
+  tally t = {0, 0, 0, 0};
+  for (int rep = 0; rep < (quick ? 1 : 3); rep++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      batch b;
+      make_batch(&b, B, shapes[s].V, shapes[s].dtype, 1, 0);
+      const int64_t V = b.V;
+      b.no_filters = 0;
+      b.allowed = xcalloc((size_t)(B * b.words) * 4);
+      for (int64_t w = 0; w < B * b.words; w++) b.allowed[w] = w / b.words == 9 ? 0u : ~0u;
+      for (int64_t i = 0; i < 10; i++) {
+        const int64_t id = (i * 7919 + rep) % V;
+        b.allowed[9 * b.words + (id >> 5)] |= 1u << (id & 31);
+      }
+      for (int64_t r = 0; r < B; r++) {
+        const double sigmas[4] = {0.3, 1.0, 3.0, 8.0};
+        const double sigma = r == 6 || r == 7 ? 0.3 : r >= 13 ? sigmas[test_rand() % 4] : 8.0;
+        const int64_t head = r == 2 ? 40 : r == 3 ? 63 : r == 4 || r == 5 ? 301 : 0;
+        for (int64_t i = 0; i < V; i++) {
+          double v = sigma * rand_normal();
+          if (head) /* a head at 10 (row 4, 5: one token, then 300 at 8.5), the rest -30 */
+            v = i >= head ? -30.0 : (r >= 4 && i > 0 ? 8.5 : 10.0) + 0.01 * rand_normal();
+          if (r == 11 || (r == 12 && test_rand() % 97 == 0)) v = r == 11 ? -INFINITY : NAN;
+          set_logit(&b, r, i, (float)v);
+        }
+        const float temps[4] = {0.5f, 0.8f, 1.0f, 1.5f};
+        b.temperature[r] = r == 10 ? 0.0f : r >= 13 ? temps[test_rand() % 4] : 1.0f;
+        b.top_k[r] = r % 5 == 0 ? 0 : (int32_t)V + (int32_t)r; /* off: 0 or >= V */
+        b.top_p[r] = (float[]){0.9f, 0.9f, 0.9f, 0.97f, 0.9f, 0.9f, 0.9f, 1.0f, 1.0f,
+                               0.99999994f, 0.5f, 0.9f, 0.9f, 0.9f, 0.5f, 1.0f}[r];
+        b.min_p[r] = (float[]){0.0f, 0.1f, 0.0f, 0.0f, 0.0f, 0.3f, 0.0f, 0.5f, 0.2f, 0.0f, 0.0f,
+                               0.0f, 0.0f, 0.05f, 0.0f, 0.3f}[r];
+      }
+      result c, g;
+      alloc_result(&c, &b), alloc_result(&g, &b);
+      EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+      char what[64];
+      snprintf(what, sizeof what, "nucleus rows V=%lld", (long long)V);
+      compare(&b, &c, &g, &t, what);
+      free_result(&c), free_result(&g), free_batch(&b);
+    }
+  printf("  nucleus rows: %lld, %lld with top-p, tokens differing from the CPU: %lld\n",
+         (long long)t.rows, (long long)t.topp_rows, (long long)t.token_diffs);
+  EXPECT(t.token_diffs * 100 <= t.topp_rows + 1, "too many top-p boundary differences: %lld",
+         (long long)t.token_diffs);
+  return 0;
+}
+
 static int test_three_ids_always(void) { return three_ids_always(0) || three_ids_always(1); }
 
 static int batch_invariance(int no_filters) {
@@ -1076,11 +1155,14 @@ static int test_bad_parameter_row(void) { return bad_parameter_row(0) || bad_par
  * for replay `rep`: logits, bitmask (row 4 all masked in replay 1),
  * temperature (row 0 greedy in replay 1), seed, position, the filters
  * (rows cycling through off, small top-k + top-p, min-p alone, top-k 1000 +
- * top-p, top-k 50) and the lists (rows -1 .. B, so some entries are padding
+ * top-p, top-k 50, top-p alone: min-p and top-p alone are nucleus rows, each
+ * drawn by the dense kernel or handed to the general one by its values) and
+ * the lists (rows -1 .. B, so some entries are padding
  * and some out of range, tokens anywhere). */
 static void new_inputs(batch *b, int rep) {
-  static const int32_t ks[5] = {0, 20, 0, 1000, 50};
-  static const float ps[5] = {1.0f, 0.9f, 1.0f, 0.5f, 1.0f}, qs[5] = {0, 0, 0.05f, 0, 0};
+  static const int32_t ks[6] = {0, 20, 0, 1000, 50, 0};
+  static const float ps[6] = {1.0f, 0.9f, 1.0f, 0.5f, 1.0f, 0.9f};
+  static const float qs[6] = {0, 0, 0.05f, 0, 0, 0};
   for (int64_t r = 0; r < b->B; r++) {
     for (int64_t i = 0; i < b->V; i++) set_logit(b, r, i, (float)(rand_normal() * 3.0));
     for (int64_t w = 0; w < b->words; w++)
@@ -1088,7 +1170,7 @@ static void new_inputs(batch *b, int rep) {
           rep == 1 && r == 4 ? 0u : (uint32_t)test_rand() | (uint32_t)test_rand();
     b->seed[r] = test_rand(), b->position[r] = test_rand() % 1000;
     b->temperature[r] = rep == 1 && r == 0 ? 0.0f : 0.7f + 0.3f * (float)rep;
-    const int64_t c = (r + rep) % 5;
+    const int64_t c = (r + rep) % 6;
     b->top_k[r] = ks[c], b->top_p[r] = ps[c], b->min_p[r] = qs[c];
   }
   for (int64_t e = 0; e < b->nbanned; e++) {
@@ -1104,12 +1186,13 @@ static void new_inputs(batch *b, int rep) {
 
 /* Capture one call into a graph and replay it with new values written into
  * EVERY input buffer (new_inputs); each replay must equal an eager call on
- * the same inputs, bit for bit. n: top-n columns (> 0: the general kernel
- * alone). filters: top_k / top_p / min_p tensors given (without top-n the
- * two kernels split the rows: plain and small top-k rows dense, the others
+ * the same inputs, bit for bit. n: top-n columns (> 0: every filtered row
+ * on the general kernel). filters: top_k / top_p / min_p tensors given
+ * (without top-n the two kernels split the rows: plain, small top-k and
+ * nucleus rows dense, unless a nucleus row is handed off, the others
  * general). softmax: ingot_sampling_softmax instead of ingot_sample. */
 static int graph_replay(int64_t n, int filters, int softmax) {
-  const int64_t B = 5, V = 151936, lists = 12;
+  const int64_t B = 6, V = 151936, lists = 12;
   batch b;
   make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
   b.no_filters = !filters;
@@ -1343,6 +1426,7 @@ int main(void) {
   test_run("masked_step_masses", test_masked_step_masses);
   test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
   test_run("top_n", test_top_n);
+  test_run("nucleus_rows", test_nucleus_rows);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);
   test_run("bad_parameter_row", test_bad_parameter_row);

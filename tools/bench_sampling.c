@@ -8,9 +8,11 @@
  *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
  *            (the dense kernel's small top-k path; the general kernel is
  *            launched too and finds no row of its own)
- *   sample   top-p 0.9 alone (temperature 1), B=1 and B=64, V=151936: the
- *            general kernel's radix selects (the dense kernel is launched
- *            too and finds no row of its own)
+ *   sample   top-p 0.9 alone (temperature 1), B=1 and B=64, V=151936: on
+ *            logits like a language model's (F 5-35 tokens deep) the dense
+ *            kernel draws every row in its top-64 set; on the stress logits
+ *            (F thousands deep) it hands every row to the general kernel's
+ *            radix selects once it has the row's mass: the hand-off's cost
  *   sample   the masked step with 8 top (token, logprob) pairs as well, B=1
  *            V=151936 and B=64 V=262144, of the raw distribution (the
  *            logits read again) and of the final one; and the raw top-8 of
@@ -315,7 +317,10 @@ void bench_sampling_register(bench_registry *reg) {
        "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1, 0, 0},
       {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
       {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
-      /* the general kernel's rows: top-p alone */
+      /* top-p alone: the dense kernel's nucleus rows, drawn there (LLM-like
+       * logits) or handed to the general kernel (the stress logits) */
+      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9, LLM-like logits B=1 V=151936", 0, 1, 0, 0},
+      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9, LLM-like logits B=64 V=151936", 0, 1, 0, 0},
       {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
       {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
       /* top-n outputs: the dense kernel's top-n kernel (a raw top-n with a

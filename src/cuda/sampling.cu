@@ -575,7 +575,7 @@ __global__ void __launch_bounds__(kThreads, 1) sampling_kernel(const Args a) {
    * their constant-cache misses overlap the previous kernel's tail */
   wait_for_previous_grid();
 
-  if (a.split && row_for_dense(a, r, kMode == kSample)) return; /* the dense kernel's row */
+  if (a.split && row_done_by_dense(a, r, kMode == kSample)) return; /* the dense kernel's row */
 
   /* ---- 1. load, bias, bans, NaN / bitmask; row max, count, flags ---- */
   const void *row = static_cast<const char *>(in.logits) +

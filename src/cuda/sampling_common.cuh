@@ -41,9 +41,17 @@ __device__ __forceinline__ bool params_plain(int32_t k, float p, float q, int64_
   return (k == 0 || k >= vocab) && p == 1.0f && q == 0.0f;
 }
 
+/* Whether a row's filters are top-p and / or min-p without a top-k: the
+ * dense kernel's nucleus rows (ingot_sample), decided in its top-small_k set
+ * when they can be, else handed to the general kernel (kHandOffToken). */
+__device__ __forceinline__ bool params_nucleus(int32_t k, float p, float q, int64_t vocab) {
+  return (k == 0 || k >= vocab) && (p != 1.0f || q != 0.0f);
+}
+
 /* Whether row r is the dense kernel's: every per-row value valid (a bad one
- * is flagged by the general kernel) and no filter, or (ingot_sample) a top-k
- * of at most a.small_k. Decided from the row's parameters alone. */
+ * is flagged by the general kernel) and no filter, or (ingot_sample, with
+ * a.small_k > 0) a top-k of at most a.small_k or no top-k at all (any
+ * top_p, min_p: a nucleus row). Decided from the row's parameters alone. */
 __device__ __forceinline__ bool row_for_dense(const SamplingArgs &a, int64_t r, bool sample) {
   const ingot_sampling_input &in = a.in;
   const float T = in.temperature ? in.temperature[r] : 1.0f;
@@ -51,7 +59,25 @@ __device__ __forceinline__ bool row_for_dense(const SamplingArgs &a, int64_t r, 
   const float p = in.top_p ? in.top_p[r] : 1.0f;
   const float q = in.min_p ? in.min_p[r] : 0.0f;
   return ingot_sampling_params_check(T, k, p, q) == 0 &&
-         (params_plain(k, p, q, in.vocab) || (sample && k >= 1 && k <= a.small_k));
+         (params_plain(k, p, q, in.vocab) ||
+          (sample && a.small_k > 0 && (k <= a.small_k || k >= in.vocab)));
+}
+
+/* The token the dense kernel writes for a nucleus row whose final set
+ * reaches past its top-small_k set: the general kernel, launched after it
+ * in the same call, takes the row then (and overwrites it). */
+constexpr int32_t kHandOffToken = -2;
+
+/* Whether the general kernel leaves row r to the dense kernel: the row is
+ * the dense kernel's and, for a nucleus row, was not handed off. Called
+ * after the wait for the dense kernel's grid, whose writes it reads. */
+__device__ __forceinline__ bool row_done_by_dense(const SamplingArgs &a, int64_t r, bool sample) {
+  if (!row_for_dense(a, r, sample)) return false;
+  const ingot_sampling_input &in = a.in;
+  const int32_t k = in.top_k ? in.top_k[r] : 0;
+  const float p = in.top_p ? in.top_p[r] : 1.0f;
+  const float q = in.min_p ? in.min_p[r] : 0.0f;
+  return !(sample && params_nucleus(k, p, q, in.vocab) && a.out.tokens[r] == kHandOffToken);
 }
 
 /* Row r's top-n slots: id -1, log-probability -Inf (block 0 of the row). */

@@ -9,8 +9,12 @@
  * kSmallK) of rows without a filter, the same selection (small_k_select,
  * after the second reduction, over the masked values or the logits read
  * again; instantiated as a kernel of its own, kDenseSampleTop; the host's
- * routing is in ingot_cuda_sampling_dense_mode). src/cuda/sampling.cu
- * keeps the general kernel for the other rows. The rules are the Sampling
+ * routing is in ingot_cuda_sampling_dense_mode). And NUCLEUS rows (top-p
+ * and / or min-p without a top-k): the same draw over the row's top-small_k
+ * set K, with top-p's total the row's mass (the second reduction), when the
+ * final set lies in K; otherwise the row is handed to the general kernel
+ * (kHandOffToken in tokens[r], read by that kernel after its wait).
+ * src/cuda/sampling.cu keeps the general kernel for the other rows. The rules are the Sampling
  * section of include/ingot/ingot.h.
  *
  * Shape. ONE launch; a row is processed by a cluster of C blocks (C depends
@@ -75,9 +79,12 @@ constexpr float kGumbelMax = 22.9f;      /* g <= -log(2^-33) = 22.87 */
 constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
 constexpr int kAhead = 4;                /* the softmax's write pass: groups loaded at once */
 
-/* kDenseSampleTop: ingot_sample calls with top-n outputs, a kernel of their
- * own so that the selection's code does not weigh on the common one */
-enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1, kDenseSampleTop = 2 };
+/* ingot_sample's three kernels, so that code a call cannot use does not weigh
+ * on the register allocation of the common one: kDenseSample, rows without a
+ * filter; kDenseSampleFilter, calls with filter tensors whose small top-k and
+ * nucleus rows are the dense kernel's (a.small_k > 0); kDenseSampleTop, calls
+ * with top-n outputs (rows without a filter, a.small_k = 0). */
+enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1, kDenseSampleTop = 2, kDenseSampleFilter = 3 };
 
 /* SamplingArgs (sampling_common.cuh); chunk is a multiple of kChunkUnit,
  * frac_bits and keep_raw are not used. */
@@ -183,6 +190,21 @@ __device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+/* s = (x - m) / T of a group (`scaled`; a masked token's is NaN or -Inf),
+ * and the sum of the group's masses e^s. */
+template <bool kFast>
+__device__ __forceinline__ void scale4(const float x[4], float m, const Divisor &T, float sc[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; e++) sc[e] = scaled<kFast>(__fsub_rn(x[e], m), T);
+}
+
+__device__ __forceinline__ double exp_sum4(const float sc[4]) {
+  float w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) w[e] = fast_exp(sc[e]);
+  return sum4(w);
 }
 
 /* The reductions over a warp, every lane getting the result. */
@@ -611,10 +633,15 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
 
 /* Steps 1-5 above for row r (T > 0; every thread of every block of the
  * cluster calls it). In block 0 the result is left in sh.token and
- * sh.logprob. */
+ * sh.logprob. total: 0 for a top-k row (top-p's total is K's own sum);
+ * for a nucleus row (no top-k; K is the row's top-k set, k = small_k) the
+ * row's mass, which top-p compares with K's cumulative sums. A nucleus row
+ * whose final set F may reach past K (top-p not reached within K, no
+ * min-p cut within it, and K not the whole row) gets sh.token =
+ * kHandOffToken. */
 __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
                              int wlo, int wend, float m, const Divisor &div_t, int k, float top_p,
-                             float min_p, uint64_t seed, uint64_t position) {
+                             float min_p, uint64_t seed, uint64_t position, double total) {
   small_k_select(sv, stage, sh, lo, wlo, wend, m, div_t, k, true, seed, position);
   if (cluster_rank() != 0 || warp_id() != 0) return;
   const int lane = lane_id();
@@ -627,20 +654,25 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
   }
   __syncwarp();
   const float floor_s = min_p > 0.0f ? ingot_sampling_ref_log(min_p) : -INFINITY;
-  int nk = 0, keep = kSmallK, kept = kSmallK;
+  int nk = 0, keep = kSmallK + 1, kept = kSmallK; /* + 1: not reached (keep <= kSmallK) */
   unsigned long long best = 0;
   for (int h = 0; h < kSmallK / 32; h++) {
     const int j = lane + 32 * h;
     nk += __popc(__ballot_sync(0xffffffffu, sh.top[j] != 0));
   }
-  const double target = (double)top_p * sh.cum[nk - 1];
+  const double target = (double)top_p * (total > 0.0 ? total : sh.cum[nk - 1]);
   for (int h = 0; h < kSmallK / 32; h++) {
     const int j = lane + 32 * h;
     const bool valid = j < nk;
     const unsigned reach = __ballot_sync(0xffffffffu, valid && top_p < 1.0f && sh.cum[j] >= target);
     const unsigned low = __ballot_sync(0xffffffffu, valid && sh.s[j] < floor_s);
-    if (reach && keep == kSmallK) keep = 32 * h + __ffs(reach);     /* through the first */
+    if (reach && keep > kSmallK) keep = 32 * h + __ffs(reach);      /* through the first */
     if (low && kept == kSmallK) kept = 32 * h + __ffs(low) - 1;     /* before the first */
+  }
+  if (total > 0.0 && keep > kSmallK && kept == kSmallK && nk == k) {
+    if (lane == 0) sh.token = kHandOffToken; /* F may reach past K */
+    __syncwarp();
+    return;
   }
   const int f = min(min(keep, kept), nk); /* |F| >= 1: the maximum is never dropped */
   for (int h = 0; h < kSmallK / 32; h++) {
@@ -742,6 +774,14 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
   constexpr bool f32 = dtype == INGOT_DTYPE_F32;
   constexpr bool kSampling = kMode != kDenseSoftmax;
+  /* kDenseSampleFilter draws every small row (top-k or nucleus) after the
+   * second reduction, which gives a nucleus row's top-p total. The other
+   * sampling modes keep the small top-k draw before it, compiled in though
+   * they get no such row (a.small_k = 0): without that code kDenseSample's
+   * register allocation changes (spills, a compaction loop of 169
+   * instructions instead of 129) and it ran 6-12% slower (docs/perf-notes.md,
+   * session 11). */
+  constexpr bool kNucleus = kMode == kDenseSampleFilter;
   /* dynamic shared memory (dense_smem_bytes): the block's values sv
    * [chunk] f32; for 16-bit logits or a sample, stage16 [chunk] u16, the
    * 16-bit logits as loaded, later the draw's candidates (offsets in the
@@ -811,11 +851,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   const float T = in.temperature ? in.temperature[r] : 1.0f;
   const uint64_t seed = kSampling && in.seed ? in.seed[r] : 0;
   const uint64_t position = kSampling && in.position ? in.position[r] : 0;
-  /* a row with a filter here has a small top-k (row_for_dense) */
+  /* a row with a filter here has a small top-k, or none (a nucleus row:
+   * top-p / min-p decided in the top-small_k set), row_for_dense */
   const int32_t top_k = kSampling && in.top_k ? in.top_k[r] : 0;
   const float top_p = kSampling && in.top_p ? in.top_p[r] : 1.0f;
   const float min_p = kSampling && in.min_p ? in.min_p[r] : 0.0f;
   const bool small = kSampling && !params_plain(top_k, top_p, min_p, in.vocab);
+  const bool nucleus = kNucleus && small && params_nucleus(top_k, top_p, min_p, in.vocab);
   asm volatile("cp.async.wait_all;" ::: "memory");
   if (ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0) {
     write_bad_parameter_row(a, kSampling, r, lo, n);
@@ -943,10 +985,21 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   int32_t token = argmax; /* greedy, or -1 */
   const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
   unsigned long long best = 0ull;
-  if (soft && small) {
+  if (soft && small && !kNucleus) { /* never taken (see kNucleus) */
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
-                 div_t, top_k, top_p, min_p, seed, position);
-  } else if (soft) {
+                 div_t, top_k, top_p, min_p, seed, position, 0.0);
+  } else if (soft && nucleus) { /* the row's mass, for top-p's total */
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      for (int j = wlo + 4 * lane; j < wend; j += 128) {
+        const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+        const float x[4] = {q.x, q.y, q.z, q.w};
+        float sc[4];
+        scale4<kFast>(x, m, div_t, sc);
+        mass += exp_sum4(sc);
+      }
+    });
+  } else if (soft && !small) {
     const float l0 = st.l0;
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
     uint16_t *wcand = cand + wlo; /* this warp's candidates (offsets in the block) */
@@ -963,17 +1016,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
           const float4 q = *reinterpret_cast<const float4 *>(sv + j);
           const float x[4] = {q.x, q.y, q.z, q.w};
           float sc[4];
+          scale4<kFast>(x, m, div_t, sc);
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            sc[e] = scaled<kFast>(__fsub_rn(x[e], m), div_t); /* masked: NaN or -Inf */
-            c |= (sc[e] >= cut ? 1u : 0u) << e;
-          }
-          if (want_mass) {
-            float w[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) w[e] = fast_exp(sc[e]);
-            mass += sum4(w);
-          }
+          for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
+          if (want_mass) mass += exp_sum4(sc);
         }
         /* compaction: this thread's count (0-4) by its three bits, one ballot
          * each; nothing to do where the warp has no candidate (most groups of
@@ -1022,18 +1068,22 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
   }
-  /* A small top-k draw needs this reduction only for the raw sum. The exit's
-   * arrive follows it: no block reads another's shared memory after it, so
-   * the blocks that finish early leave at once instead of waiting for the one
-   * writing the outputs (their slots free up for the next rows). A small
-   * top-k row without it arrives at the end (block 0 reads the other blocks'
-   * lists until its gather is done). */
-  const bool second = (soft && !small) || want_raw; /* row-uniform */
+  /* The second reduction: the draw's best key, the final mass (a nucleus
+   * row's is top-p's total), the raw sum. Unless the row's small top-k draw
+   * or top-n selection follows (block 0 reads the other blocks' lists until
+   * it is done), the exit's arrive follows it: no block reads another's
+   * shared memory after it, so the blocks that finish early leave at once
+   * instead of waiting for the one writing the outputs (their slots free up
+   * for the next rows). */
+  const bool second = (soft && (!small || nucleus)) || want_raw; /* row-uniform */
   /* the top-n set by small_k_select: the final distribution's of a soft row
    * (a greedy row's is one-hot, an empty row's empty), the raw one's of a
    * row with a finite logit (masks do not empty it) */
   const bool select_top =
       want_top && (top_final ? soft : st.raw_max > -INFINITY); /* row-uniform */
+  const bool small_draw = soft && small;
+  const bool draw_late = kNucleus && small_draw; /* after the reduction */
+  bool handed_off = false; /* row-uniform */
   if (second) {
     DrawStats d;
     d.mass = mass;
@@ -1043,28 +1093,36 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     const DrawStats identity2 = {0.0, 0.0, 0ull};
     const DrawStats fin = cluster_reduce(d, identity2, ReduceDraw{}, draw_part,
                                          &draw_slot, &draw_result);
-    if (!select_top) cluster_arrive_relaxed(); /* its slots are read */
     mass = fin.mass;
     raw_sum = fin.raw_sum;
+    /* K's mass is at most small_k (every w <= 1): past that, top-p cannot
+     * be reached in K, and without min-p nothing else cuts F there */
+    handed_off = soft && nucleus && min_p == 0.0f && (double)top_p * mass > (double)a.small_k;
+    if (!select_top && !draw_late) cluster_arrive_relaxed(); /* its slots are read */
     if (soft && !small) token = best_id(fin.best);
   }
+  if (draw_late && !handed_off) /* k = small_k and the row's mass for a nucleus row */
+    small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
+                 div_t, nucleus ? a.small_k : top_k, top_p, min_p, seed, position,
+                 nucleus ? mass : 0.0);
   /* block 0's thread 0 (of warp 0, which ran the last step) writes the outputs */
-  if (soft && small)
-    token = rank0 && threadIdx.x == 0 ? small_sh.token : -1;
+  if (small_draw)
+    token = handed_off ? kHandOffToken : rank0 && threadIdx.x == 0 ? small_sh.token : -1;
+  /* the general kernel takes a handed-off row and writes all its outputs */
+  handed_off = kNucleus && token == kHandOffToken;
 
   /* ---- 3. outputs ---- */
-  if (rank0 && threadIdx.x == 0 && a.row_status) a.row_status[r] = flags;
+  if (rank0 && threadIdx.x == 0 && a.row_status && !handed_off) a.row_status[r] = flags;
   const ingot_sampling_output &o = a.out;
   if (rank0 && threadIdx.x == 0) {
     o.tokens[r] = token;
-    if (token < 0) {
+    if (token < 0 && !handed_off) {
       if (o.token_logprob) o.token_logprob[r] = -INFINITY;
       if (o.token_raw_logprob) o.token_raw_logprob[r] = -INFINITY;
     }
   }
   /* the block holding the token writes its log-probabilities; block 0 for
    * a small top-k (it alone knows the token, and its sv is scratch now) */
-  const bool small_draw = small && soft;
   if (token >= 0 && threadIdx.x == 0 &&
       (small_draw ? rank0 : token >= lo && token < lo + n)) {
     if (o.token_logprob)
@@ -1108,7 +1166,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         o.top_logprobs[r * o.top_logprobs_stride] = 0.0f;
     }
   }
-  if (!second || select_top) cluster_arrive_relaxed();
+  if (!second || select_top || draw_late) cluster_arrive_relaxed();
   cluster_wait();
 }
 
@@ -1137,13 +1195,22 @@ DenseKernel dense_kernel_for(ingot_dtype dtype) {
 
 const ingot_dtype kDenseDtypes[3] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
 
-/* Sets an attribute on all nine instantiations. */
+/* Every instantiation (four modes, three dtypes). */
+DenseKernel dense_kernel_of(int index) {
+  const ingot_dtype d = kDenseDtypes[index % 3];
+  switch (index / 3) {
+    case 0: return dense_kernel_for<kDenseSoftmax>(d);
+    case 1: return dense_kernel_for<kDenseSample>(d);
+    case 2: return dense_kernel_for<kDenseSampleTop>(d);
+    default: return dense_kernel_for<kDenseSampleFilter>(d);
+  }
+}
+constexpr int kDenseKernels = 12;
+
+/* Sets an attribute on every instantiation. */
 cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
-  for (ingot_dtype d : kDenseDtypes) {
-    cudaError_t e = cudaFuncSetAttribute(dense_kernel_for<kDenseSample>(d), attr, value);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(dense_kernel_for<kDenseSampleTop>(d), attr, value);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(dense_kernel_for<kDenseSoftmax>(d), attr, value);
+  for (int i = 0; i < kDenseKernels; i++) {
+    const cudaError_t e = cudaFuncSetAttribute(dense_kernel_of(i), attr, value);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -1158,8 +1225,16 @@ cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   ctx->sampling_dense_cluster = 0;
   ctx->sampling_dense_smem = 0;
-  cudaFuncAttributes fa;
-  cudaError_t e = cudaFuncGetAttributes(&fa, dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32));
+  /* the limit and the cluster size hold for every kernel: those of the one
+   * with the most static shared memory */
+  cudaFuncAttributes fa = {}, each;
+  DenseKernel largest = dense_kernel_of(0);
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < kDenseKernels && e == cudaSuccess; i++) {
+    e = cudaFuncGetAttributes(&each, dense_kernel_of(i));
+    if (e == cudaSuccess && (i == 0 || each.sharedSizeBytes > fa.sharedSizeBytes))
+      fa = each, largest = dense_kernel_of(i);
+  }
   const int limit = e == cudaSuccess ? ctx->smem_optin - (int)fa.sharedSizeBytes - 1024 : 0;
   if (e == cudaSuccess && limit > 0)
     e = set_dense_attribute(cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
@@ -1173,8 +1248,8 @@ extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
   const bool nonportable =
       set_dense_attribute(cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
   cudaGetLastError();
-  ctx->sampling_dense_cluster = largest_cluster(dense_kernel_for<kDenseSample>(INGOT_DTYPE_F32),
-                                                kDenseThreads, (size_t)limit, nonportable);
+  ctx->sampling_dense_cluster =
+      largest_cluster(largest, kDenseThreads, (size_t)limit, nonportable);
 }
 
 namespace {
@@ -1255,8 +1330,10 @@ ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_samp
   args.row_status = out->row_status;
   args.split = split;
   args.small_k = small_k;
-  return out->num_top > 0 ? dense_launch<kDenseSampleTop>(ctx, "ingot_sample", args, stream)
-                          : dense_launch<kDenseSample>(ctx, "ingot_sample", args, stream);
+  static const char op[] = "ingot_sample";
+  if (out->num_top > 0) return dense_launch<kDenseSampleTop>(ctx, op, args, stream);
+  return small_k > 0 ? dense_launch<kDenseSampleFilter>(ctx, op, args, stream)
+                     : dense_launch<kDenseSample>(ctx, op, args, stream);
 }
 
 ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
