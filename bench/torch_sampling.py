@@ -145,9 +145,9 @@ def main():
             it = eager_time(lambda: ingot.sample(ctx, x, top_k=k0, top_p=p, seed=seed,
                                                  tokens=tokens, row_status=status, workspace=ws))
             rows.append(("sample top-p 0.9, LLM-like logits (eager)", f"B={B} V={V} f32", tt, it))
-    print(f"{'op':40} {'case':20} {'torch us':>10} {'ingot us':>10} {'ratio':>7}")
+    print(f"{'op':42} {'case':20} {'torch us':>10} {'ingot us':>10} {'ratio':>7}")
     for op, case, tt, it in rows:
-        print(f"{op:40} {case:20} {tt:10.2f} {it:10.2f} {tt / it:7.2f}")
+        print(f"{op:42} {case:20} {tt:10.2f} {it:10.2f} {tt / it:7.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(op=o, case=c, torch_us=tt, ingot_us=it) for o, c, tt, it in rows], f,
