@@ -14,8 +14,8 @@
  * set K, with top-p's total the row's mass (the second reduction), when the
  * final set lies in K; otherwise the row is handed to the general kernel
  * (kHandOffToken in tokens[r], read by that kernel after its wait).
- * src/cuda/sampling.cu keeps the general kernel for the other rows. The rules are the Sampling
- * section of include/ingot/ingot.h.
+ * src/cuda/sampling.cu keeps the general kernel for the other rows. The
+ * rules are the Sampling section of include/ingot/ingot.h.
  *
  * Shape. ONE launch; a row is processed by a cluster of C blocks (C depends
  * on V and the device, never on B), block b holding the row's tokens
