@@ -1068,6 +1068,80 @@ static int test_nucleus_rows(void) {
   return 0;
 }
 
+/* Top-n sets and top-k draws whose boundary lies in a run of logits one ulp
+ * apart that the division by T maps pairwise onto the same s (the reference
+ * breaks such ties by the lower id). The dense kernel's selection starts
+ * from each thread's largest x, whose key is not the thread's largest when
+ * a lower id holds a smaller x of the same s, and computes s only above a
+ * floor of x derived from the threshold: tied pairs placed that way in one
+ * group of four tokens (one thread) check both. m = 24, the run from 8.1
+ * down (x - m in [-16, -8): consecutive x give consecutive x - m), T = 1.95
+ * (s ~ -8.15, an ulp of s about half the run's step: every other pair ties);
+ * 10 tokens above the run, so ranks 33, 50 and 64 fall inside it. Variants:
+ * final top-64 (no filter), raw top-64 with a bitmask (the logits read
+ * again), raw top-50 without one, and top-k 33 / 50 / 64 draws. */
+static int64_t free_group(unsigned char *used, int64_t groups) {
+  int64_t g;
+  do g = (int64_t)(test_rand() % (uint64_t)groups);
+  while (used[g]);
+  used[g] = 1;
+  return g;
+}
+
+static int test_rounding_ties(void) {
+  const int64_t B = 6, V = 151936, run = 160, groups = V / 4;
+  const float T = 1.95f;
+  tally t = {0, 0, 0, 0};
+  int64_t ties = 0;
+  unsigned char *used = xcalloc((size_t)groups);
+  for (int variant = 0; variant < 4; variant++) {
+    batch b;
+    make_batch(&b, B, V, INGOT_DTYPE_F32, 1, variant == 3 ? 0 : variant == 2 ? 50 : 64);
+    if (variant < 3) set_no_filters(&b);
+    b.flags = variant == 0 ? INGOT_SAMPLING_TOP_FINAL : 0;
+    if (variant == 1) {
+      b.allowed = xcalloc((size_t)(B * b.words) * 4);
+      memset(b.allowed, 0xff, (size_t)(B * b.words) * 4);
+    }
+    for (int64_t r = 0; r < B; r++) {
+      memset(used, 0, (size_t)groups);
+      for (int64_t i = 0; i < V; i++) set_logit(&b, r, i, (float)(-30.0 + rand_normal()));
+      for (int64_t i = 0; i < 10; i++) {
+        const int64_t g = free_group(used, groups);
+        set_logit(&b, r, 4 * g + 3, i == 0 ? 24.0f : (float)(23.0 + 0.5 * test_rand_unit()));
+      }
+      float x = 8.1f;
+      for (int64_t i = 0; i < run;) {
+        const float next = nextafterf(x, 0.0f);
+        const int64_t g = free_group(used, groups);
+        if (i + 1 < run && (x - 24.0f) / T == (next - 24.0f) / T) {
+          set_logit(&b, r, 4 * g, next); /* the lower id holds the lower x */
+          set_logit(&b, r, 4 * g + 1, x);
+          ties++;
+          x = nextafterf(next, 0.0f), i += 2;
+        } else {
+          set_logit(&b, r, 4 * g + 2, x);
+          x = next, i++;
+        }
+      }
+      b.temperature[r] = T;
+      if (variant == 3) b.top_k[r] = (int32_t[]){33, 50, 64}[r % 3], b.top_p[r] = 1.0f;
+    }
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+    char what[64];
+    snprintf(what, sizeof what, "rounding ties, variant %d", variant);
+    compare(&b, &c, &g, &t, what);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  free(used);
+  EXPECT(ties >= 4 * B * 20, "only %lld tied pairs: the run no longer ties", (long long)ties);
+  EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
+  return 0;
+}
+
 static int test_three_ids_always(void) { return three_ids_always(0) || three_ids_always(1); }
 
 static int batch_invariance(int no_filters) {
@@ -1427,6 +1501,7 @@ int main(void) {
   test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
   test_run("top_n", test_top_n);
   test_run("nucleus_rows", test_nucleus_rows);
+  test_run("rounding_ties", test_rounding_ties);
   test_run("three_ids_always", test_three_ids_always);
   test_run("batch_invariance", test_batch_invariance);
   test_run("bad_parameter_row", test_bad_parameter_row);

@@ -51,7 +51,6 @@ constexpr int kBins = 256;
 constexpr int kMaxTop = INGOT_SAMPLING_MAX_TOP; /* 1024, a power of two */
 constexpr float kCannotWin = -26.0f;           /* see the file comment */
 constexpr int kMinTokensPerBlock = 2048;
-constexpr unsigned kMaxCluster = 16; /* the largest cluster the host asks for */
 
 enum Mode { kSoftmax = 0, kSample = 1 };
 

@@ -280,12 +280,15 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
-/* The largest cluster, 16 blocks (when non-portable sizes are allowed), 8, 4
- * or 2, that the device co-schedules for `kernel` with that block size and
- * dynamic shared memory; 1 when none. */
+/* The largest cluster size the kernels use (Hopper's non-portable limit). */
+constexpr unsigned kMaxCluster = 16;
+
+/* The largest cluster, kMaxCluster (when non-portable sizes are
+ * allowed), 8, 4 or 2, that the device co-schedules for `kernel` with that
+ * block size and dynamic shared memory; 1 when none. */
 template <class Kernel>
 inline int largest_cluster(Kernel kernel, int threads, size_t smem, bool nonportable) {
-  for (int size = nonportable ? 16 : 8; size > 1; size >>= 1) {
+  for (int size = nonportable ? (int)kMaxCluster : 8; size > 1; size >>= 1) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[2];
     cluster_launch_config(&cfg, attr, (unsigned)size, threads, smem, nullptr, size);

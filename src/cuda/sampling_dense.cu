@@ -424,16 +424,19 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, bool &nan) {
  * double in rank order, min-p, Gumbel keys): tokens identical to the CPU's
  * even at top-p boundaries. A token's KEY is (rank_key(s) << 32 | ~id): the
  * rank order as one integer, distinct for distinct tokens, 0 for none.
- *   1. every block: exact s (div_exact) into sv, each thread's largest key,
- *      sorted over each warp (bitonic);
+ *   1. every block: each thread's largest key, that of its largest x (from
+ *      the load pass; exact keys by a pass of divisions for the raw logits
+ *      read again), sorted over each warp (bitonic);
  *   2. every block: its t = ceil(2k / C) largest thread maxima (ranked by
  *      counting among the warps' t largest); after a cluster barrier, L = the
  *      k-th largest of the C lists' keys. At least k keys are >= L;
- *   3. every block: its keys >= L into a list in its 16-bit stage; after a
- *      cluster barrier, every block reads the C counts. If some list would
- *      overflow (the row's largest values crowded into few blocks), steps 2-3
- *      again with k-deep lists (ranked by binary searches over the warp
- *      lists): L is then the exact k-th largest thread maximum, only the k
+ *   3. every block: its keys >= L into a list in its 16-bit stage (s by
+ *      div_exact only for the x above x_floor(L), the few that can reach L);
+ *      after a cluster barrier, every block reads the C counts. If some list
+ *      would overflow (the row's largest values crowded into few blocks),
+ *      steps 2-3 again with k-deep lists of the exact thread maxima (ranked
+ *      by binary searches over the warp lists): L is then the exact k-th
+ *      largest thread maximum, only the k
  *      threads whose maximum is >= L hold keys >= L, at most 4 per 128 tokens
  *      of a warp's region each, which the host's choice of small_k makes
  *      fit (ingot_cuda_sampling_dense_small_k);
@@ -452,23 +455,40 @@ struct SmallKShared {
   unsigned long long threshold;                 /* L */
   int count[2];                                 /* this block's keys >= L, each attempt */
   int fits;                                     /* the keys fit (both lists, all blocks) */
-  int offset[17];                               /* block 0: where each block's keys go */
+  int offset[kMaxCluster + 1];                  /* block 0: where each block's keys go */
   int32_t token;                                /* block 0: the result */
   float logprob;
 };
 
-/* Entries of a[0, len) greater than x; a is descending (zeros, for none, last). */
+/* Entries of a[0, len) greater than x, len <= kMax (a power of 2); a is
+ * descending (zeros, for none, last). A binary search of fixed steps (the
+ * count's bits, highest first) with no loop: the searches of several lists
+ * unroll into independent chains whose shared-memory loads overlap (a
+ * `while` search a list ran one load latency a step, list after list). */
+template <int kMax>
 __device__ __forceinline__ int count_greater(const unsigned long long *a, int len,
                                              unsigned long long x) {
-  int lo = 0, hi = len;
-  while (lo < hi) {
-    const int mid = (lo + hi) >> 1;
-    if (a[mid] > x)
-      lo = mid + 1;
-    else
-      hi = mid;
+  int pos = 0; /* a[0, pos) > x */
+#pragma unroll
+  for (int step = kMax; step > 0; step >>= 1)
+    if (pos + step <= len && a[pos + step - 1] > x) pos += step;
+  return pos;
+}
+
+/* Entries of a[0, n) greater than x, a 16-byte aligned: eight loads in
+ * flight (a loop of one load an entry ran one load latency an entry). */
+__device__ __forceinline__ int count_above(const unsigned long long *a, int n,
+                                           unsigned long long x) {
+  int count = 0, d = 0;
+  for (; d + 8 <= n; d += 8) {
+    ulonglong2 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) q[u] = reinterpret_cast<const ulonglong2 *>(a + d)[u];
+#pragma unroll
+    for (int u = 0; u < 4; u++) count += (q[u].x > x) + (q[u].y > x);
   }
-  return lo;
+  for (; d < n; d++) count += a[d] > x;
+  return count;
 }
 
 /* The warp's 32 values (one a lane), sorted descending over the lanes. */
@@ -485,43 +505,97 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
   return v;
 }
 
+/* A float below every finite x whose s = RN(RN(x - m) / T) is >= s_l (so
+ * that a pass computes s only above it). RN(v) >= s_l needs v >= s_l (1 +
+ * 2^-24) - 2^-150 (half the gap below s_l <= 0); so a = RN(x - m) >= A =
+ * T (s_l (1 + 2^-24) - 2^-150), and the same for a: x >= m + A (1 + 2^-24)
+ * - 2^-150. In double with wider margins (2^-20, 2^-140) and 2^-48 (|m| +
+ * |A|) for the double roundings, rounded down: x, a float, is >= it. */
+__device__ __forceinline__ float x_floor(float s_l, float m, float T) {
+  const double A = (double)T * ((double)s_l * (1.0 + 0x1p-20) - 0x1p-140);
+  const double b = (double)m + A * (1.0 + 0x1p-20) - 0x1p-140;
+  return __double2float_rd(b - 0x1p-48 * (fabs((double)m) + fabs(A)));
+}
+
+/* The exact key of this thread's largest value (0: none): the largest key
+ * (s, id) with s = (x - m) / T over the finite x of its groups of sv (-Inf:
+ * not a candidate). s is monotone in x, so the largest s is that of the
+ * largest x, and the tokens of that s lie above x_floor: a pass of maxima,
+ * then exact divisions for those few tokens only. */
+__device__ unsigned long long exact_thread_max(const float *sv, int64_t lo, int wlo, int wend,
+                                               float m, const Divisor &div_t) {
+  float bm = -INFINITY;
+  for (int j = wlo + 4 * lane_id(); j < wend; j += 128) {
+    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+    bm = fmaxf(bm, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
+  }
+  const float sb = bm == -INFINITY ? -INFINITY : div_exact(__fsub_rn(bm, m), div_t);
+  if (sb == -INFINITY) return 0; /* every s is -Inf */
+  const float lim = x_floor(sb, m, div_t.b);
+  unsigned long long tmax = 0;
+  for (int j = wlo + 4 * lane_id(); j < wend; j += 128) {
+    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+    const float x[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (!(x[e] >= lim) || x[e] == -INFINITY) continue;
+      const float v = div_exact(__fsub_rn(x[e], m), div_t);
+      if (v == -INFINITY) continue;
+      const unsigned long long key = best_key(v, (int32_t)(lo + j + e));
+      tmax = key > tmax ? key : tmax;
+    }
+  }
+  return tmax;
+}
+
 /* Steps 1-4 above for row r (a row-uniform branch: every thread of every
  * block of the cluster calls it): the k largest keys of s = (x - m) / T over
- * the block's values x in sv (overwritten; -Inf: not a candidate), or, with
- * raw_row (the block's n logits as given, `dtype`), over those logits
- * (non-finite ones are not candidates; sv is overwritten all the same). stage,
+ * the block's values x in sv (-Inf: not a candidate; hint: this thread's
+ * largest x, at block token hint_j, or -Inf for none), or, with raw_row (the
+ * block's n logits as given, `dtype`), over those logits (non-finite ones
+ * are not candidates; sv is overwritten with their s, -Inf for those). A
+ * function of its own (not inlined): the kernels' hot loops then keep their
+ * register allocation whatever this code does (docs/perf-notes.md, session
+ * 12). stage,
  * the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
  * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
  * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
  * also each token's portable exp sh.w and draw key sh.key; the other blocks
  * return after step 3 (block 0 reads their lists until the caller's next
  * cluster barrier). */
-__device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
-                               int wlo, int wend, float m, const Divisor &div_t, int k, bool draw,
-                               uint64_t seed, uint64_t position, const void *raw_row = nullptr,
-                               ingot_dtype dtype = INGOT_DTYPE_F32, int n = 0) {
+__device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage, SmallKShared &sh,
+                                            int64_t lo, int wlo, int wend, float m,
+                                            const Divisor &div_t, int k, bool draw, uint64_t seed,
+                                            uint64_t position, float hint, int hint_j,
+                                            const void *raw_row = nullptr,
+                                            ingot_dtype dtype = INGOT_DTYPE_F32, int n = 0) {
   const int lane = lane_id(), warp = warp_id();
   const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
-  /* 1. */
+  /* 1. The thread's largest key: the exact one (a pass of divisions) for
+   * the raw logits; else the key of its largest x, whose s is the largest
+   * s, though another x may round to the same s with a lower id: a real
+   * key all the same, which is all that step 2's L needs (k real keys >= L);
+   * the exact one only if the second attempt runs (its bound counts keys) */
   unsigned long long tmax = 0;
-  for (int j = wlo + 4 * lane; j < wend; j += 128) {
-    const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-    float x[4] = {q.x, q.y, q.z, q.w};
-    if (raw_row)
+  if (raw_row) {
+    const uintptr_t align = dtype == INGOT_DTYPE_F32 ? 15u : 7u;
+    const bool vec = (reinterpret_cast<uintptr_t>(raw_row) & align) == 0;
+    for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      float x[4];
+      load4(raw_row, dtype, vec, j, n, x);
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const float v = j + e < n ? ingot_sampling_load(raw_row, dtype, j + e) : -INFINITY;
-        x[e] = fabsf(v) < INFINITY ? v : -INFINITY;
+        x[e] = fabsf(x[e]) < INFINITY ? div_exact(__fsub_rn(x[e], m), div_t) : -INFINITY;
+        if (x[e] != -INFINITY) {
+          const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
+          tmax = key > tmax ? key : tmax;
+        }
       }
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      x[e] = x[e] == -INFINITY ? -INFINITY : div_exact(__fsub_rn(x[e], m), div_t);
-      if (x[e] != -INFINITY) {
-        const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
-        tmax = key > tmax ? key : tmax;
-      }
+      *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]); /* s */
     }
-    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+  } else if (hint > -INFINITY) {
+    const float v = div_exact(__fsub_rn(hint, m), div_t);
+    if (v != -INFINITY) tmax = best_key(v, (int32_t)(lo + hint_j));
   }
   sh.warp_max[warp][lane] = warp_sort_desc(tmax);
   if (threadIdx.x < kSmallK) sh.block_top[threadIdx.x] = 0;
@@ -544,14 +618,22 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
         const unsigned long long x = sh.warp_max[e / tt][e % tt];
         if (x == 0) continue;
         int rank = 0;
-        for (int w = 0; w < kDenseWarps; w++)
-          for (int d = 0; d < tt; d++) rank += sh.warp_max[w][d] > x;
+#pragma unroll
+        for (int w = 0; w < kDenseWarps; w++) rank += count_greater<32>(sh.warp_max[w], tt, x);
         if (rank < t) sh.block_top[rank] = x;
       }
-    } else if (tmax != 0) { /* all k: each thread ranks its own maximum */
-      int rank = 0;
-      for (int w = 0; w < kDenseWarps; w++) rank += count_greater(sh.warp_max[w], 32, tmax);
-      if (rank < k) sh.block_top[rank] = tmax;
+    } else {
+      if (!raw_row) { /* the exact thread maxima */
+        tmax = exact_thread_max(sv, lo, wlo, wend, m, div_t);
+        sh.warp_max[warp][lane] = warp_sort_desc(tmax);
+        __syncthreads();
+      }
+      if (tmax != 0) { /* all k: each thread ranks its own maximum */
+        int rank = 0;
+#pragma unroll
+        for (int w = 0; w < kDenseWarps; w++) rank += count_greater<32>(sh.warp_max[w], 32, tmax);
+        if (rank < k) sh.block_top[rank] = tmax;
+      }
     }
     cluster_sync();
     const int len = attempt == 0 ? t : k, lists = (int)cblocks * len;
@@ -564,22 +646,28 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
       if (x == 0) continue;
       int rank = 0;
       if (attempt == 0)
-        for (int d = 0; d < lists; d++) rank += stage[d] > x;
-      else
-        for (unsigned b = 0; b < cblocks; b++) rank += count_greater(stage + b * len, len, x);
+        rank = count_above(stage, lists, x);
+      else /* each block's list is descending */
+        for (unsigned b = 0; b < cblocks; b++)
+          rank += count_greater<kSmallK>(stage + b * len, len, x);
       if (rank == k - 1) sh.threshold = x;
     }
     __syncthreads();
-    /* 3. */
+    /* 3. s only above x_floor (a few tokens), exactly */
     const unsigned long long L = sh.threshold;
+    const float lim = !(L >> 32) ? -INFINITY /* L = 1: every token */
+                      : raw_row      ? best_value(L) /* sv holds s */
+                                     : x_floor(best_value(L), m, div_t.b);
     int *count = &sh.count[attempt];
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-      const float v[4] = {q.x, q.y, q.z, q.w};
+      const float x[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        if (v[e] == -INFINITY) continue;
-        const unsigned long long key = best_key(v[e], (int32_t)(lo + j + e));
+        if (!(x[e] >= lim) || x[e] == -INFINITY) continue;
+        const float v = raw_row ? x[e] : div_exact(__fsub_rn(x[e], m), div_t);
+        if (v == -INFINITY) continue;
+        const unsigned long long key = best_key(v, (int32_t)(lo + j + e));
         if (key < L) continue;
         const int at = atomicAdd(count, 1);
         if (at < block_cap) stage[at] = key;
@@ -603,7 +691,7 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
   }
   if (crank != 0) return; /* the lists are read until the caller's next cluster barrier */
   /* 4. */
-  if (threadIdx.x < kSmallK) sh.top[threadIdx.x] = 0;
+  if (threadIdx.x < kSmallK) sh.top[threadIdx.x] = 0, sh.w[threadIdx.x] = 0.0f;
   unsigned long long *all = reinterpret_cast<unsigned long long *>(sv); /* chunk / 2 keys */
   for (int b = warp; b < (int)cblocks; b += kDenseWarps) { /* a warp a block's list */
     const unsigned long long *src = remote(stage, (unsigned)b);
@@ -617,8 +705,7 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
   const int total = min(sh.offset[cblocks], all_cap);
   for (int c = threadIdx.x; c < total; c += kDenseThreads) {
     const unsigned long long x = all[c];
-    int rank = 0;
-    for (int d = 0; d < total; d++) rank += all[d] > x;
+    const int rank = count_above(all, total, x);
     if (rank >= k) continue;
     const float sx = best_value(x);
     sh.top[rank] = x;
@@ -641,16 +728,23 @@ __device__ void small_k_select(float *sv, unsigned long long *stage, SmallKShare
  * kHandOffToken. */
 __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared &sh, int64_t lo,
                              int wlo, int wend, float m, const Divisor &div_t, int k, float top_p,
-                             float min_p, uint64_t seed, uint64_t position, double total) {
-  small_k_select(sv, stage, sh, lo, wlo, wend, m, div_t, k, true, seed, position);
+                             float min_p, uint64_t seed, uint64_t position, double total,
+                             float hint, int hint_j) {
+  small_k_select(sv, stage, sh, lo, wlo, wend, m, div_t, k, true, seed, position, hint, hint_j);
   if (cluster_rank() != 0 || warp_id() != 0) return;
   const int lane = lane_id();
   /* 5. K = entries 0 .. nk - 1 in rank order. The reference's cumulative sum
-   * in double, in its order (lane 0); top-p keeps the prefix up to the first
-   * sum >= p * total; min-p drops a suffix (s descends): F is a prefix too */
-  if (lane == 0) {
+   * in double, in its order (every lane adds the same chain; the loads are
+   * off it; w = 0 past K, which leaves the sum as it is); top-p keeps the
+   * prefix up to the first sum >= p * total; min-p drops a suffix (s
+   * descends): F is a prefix too */
+  {
     double sum = 0.0;
-    for (int j = 0; j < kSmallK && sh.top[j] != 0; j++) sh.cum[j] = sum += (double)sh.w[j];
+#pragma unroll
+    for (int j = 0; j < kSmallK; j++) {
+      sum += (double)sh.w[j];
+      if (lane == 0) sh.cum[j] = sum;
+    }
   }
   __syncwarp();
   const float floor_s = min_p > 0.0f ? ingot_sampling_ref_log(min_p) : -INFINITY;
@@ -987,7 +1081,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   unsigned long long best = 0ull;
   if (soft && small && !kNucleus) { /* never taken (see kNucleus) */
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
-                 div_t, top_k, top_p, min_p, seed, position, 0.0);
+                 div_t, top_k, top_p, min_p, seed, position, 0.0, bm, bi);
   } else if (soft && nucleus) { /* the row's mass, for top-p's total */
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
@@ -1104,7 +1198,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   if (draw_late && !handed_off) /* k = small_k and the row's mass for a nucleus row */
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
                  div_t, nucleus ? a.small_k : top_k, top_p, min_p, seed, position,
-                 nucleus ? mass : 0.0);
+                 nucleus ? mass : 0.0, bm, bi);
   /* block 0's thread 0 (of warp 0, which ran the last step) writes the outputs */
   if (small_draw)
     token = handed_off ? kHandOffToken : rank0 && threadIdx.x == 0 ? small_sh.token : -1;
@@ -1146,8 +1240,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
       /* the raw values: sv's own where nothing masked or changed a token */
       const bool reread = !top_final && (words || lists);
       small_k_select(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo,
-                     wend, top_final ? m : st.raw_max, raw_t, (int)a.out.num_top, false, 0, 0,
-                     reread ? row : nullptr, dtype, n);
+                     wend, top_final ? m : st.raw_max, raw_t, (int)a.out.num_top, false, 0, 0, bm,
+                     bi, reread ? row : nullptr, dtype, n);
       const double log_z = log(top_final ? mass : raw_sum);
       if (rank0)
         for (int j = threadIdx.x; j < (int)a.out.num_top; j += kDenseThreads) {
