@@ -6,7 +6,13 @@
 //      in ulps of the result (0 allowed below 2^-125), and its special
 //      inputs: e^0 = 1, and 0 for -Inf, NaN and x <= -128;
 //   3. gumbel_approx: every uniform the generator can make, worst absolute
-//      difference from ingot_sampling_ref_gumbel_of.
+//      difference from ingot_sampling_ref_gumbel_of;
+//   4. x_floor: 2^32 random (m, x_L <= m, T) with s_L = RN(RN(x_L - m) / T)
+//      finite, m up to 2^126, T over [2^-45, 2^45]: the float just below
+//      x_floor(s_L, m, T) must give an s below s_L, and x_L must not lie
+//      below it; reported: the widest window (x_L - floor) / (|x_L - m| +
+//      ulp(x_L) + T 2^-126), which bounds the tokens the selection divides
+//      needlessly (about 1: one float, or 2^-19 of x_L - m).
 // Standalone (from the repository root):
 //   nvcc -O3 -std=c++17 -fmad=false -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc \
 //     dev/cuda/sampling_math.cu -o /tmp/sm && /tmp/sm
@@ -19,6 +25,8 @@ using namespace ingot_sampling;
 
 __device__ unsigned long long g_div_bad, g_div_total;
 __device__ unsigned int g_exp_ulps_x1000, g_gumbel_err_x1e9;
+__device__ unsigned long long g_floor_bad, g_floor_cases;
+__device__ unsigned int g_floor_window_x1000;
 
 __device__ __forceinline__ uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -98,6 +106,48 @@ __global__ void gumbel_all() {
   atomicMax(&g_gumbel_err_x1e9, worst);
 }
 
+__device__ __forceinline__ float s_of(float x, float m, float T) {
+  return __fdiv_rn(__fsub_rn(x, m), T);
+}
+
+__global__ void floor_random(uint64_t cases) {
+  unsigned long long bad = 0, n = 0;
+  unsigned int window = 0;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < cases;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    const uint64_t h = mix(i ^ 0x243f6a8885a308d3ull), g = mix(h);
+    const uint32_t em = 127 - 60 + (uint32_t)(h % 187); /* m in [2^-60, 2^127) */
+    const float m = __uint_as_float(((uint32_t)(h >> 8) & 0x80000000u) | em << 23 |
+                                    ((uint32_t)(h >> 9) & 0x7fffffu));
+    const int ed = (int)em - 30 + (int)((g >> 3) % 41); /* d from 2^-30 to 2^10 of m */
+    const float d = (g & 7) == 0 ? 0.0f
+                                 : __uint_as_float((uint32_t)min(max(ed, 1), 254) << 23 |
+                                                   ((uint32_t)(g >> 11) & 0x7fffffu));
+    const float x_l = __fsub_rn(m, d);
+    const float T = __uint_as_float((127u - 45u + (uint32_t)((g >> 40) % 91)) << 23 |
+                                    ((uint32_t)(h >> 40) & 0x7fffffu));
+    const float s_l = s_of(x_l, m, T);
+    if (!(fabsf(x_l) < INFINITY) || !(s_l > -INFINITY)) continue;
+    n++;
+    const float lim = x_floor(s_l, m, T);
+    if (!(lim <= x_l)) {
+      bad++;
+      continue;
+    }
+    const float below = nextafterf(lim, -INFINITY);
+    if (lim > -INFINITY && below > -INFINITY && s_of(below, m, T) >= s_l) bad++;
+    if (lim > -INFINITY) {
+      const double ulp = (double)x_l - (double)nextafterf(x_l, -INFINITY);
+      const double w = ((double)x_l - (double)lim) /
+                       (fabs((double)x_l - (double)m) + ulp + (double)T * 0x1p-126);
+      window = max(window, (unsigned int)fmin(w * 1000.0, 4e9));
+    }
+  }
+  atomicAdd(&g_floor_bad, bad);
+  atomicAdd(&g_floor_cases, n);
+  atomicMax(&g_floor_window_x1000, window);
+}
+
 int main() {
   const float temps[16] = {1.0f, 0.8f, 0.7f, 0.6f, 0.5f, 0.3f, 0.1f, 1.5f,
                            2.0f, 1.3f, 0.95f, 0.05f, 1e-3f, 7.0f, 0.333f, 1.1f};
@@ -122,7 +172,16 @@ int main() {
   unsigned int gerr = 0;
   cudaMemcpyFromSymbol(&gerr, g_gumbel_err_x1e9, sizeof gerr);
   printf("gumbel_approx over every generator uniform: worst |error| %.3g\n", gerr / 1e9);
+  floor_random<<<4096, 256>>>(1ull << 32);
+  unsigned long long fbad = 0, fcases = 0;
+  unsigned int fwin = 0;
+  cudaMemcpyFromSymbol(&fbad, g_floor_bad, sizeof fbad);
+  cudaMemcpyFromSymbol(&fcases, g_floor_cases, sizeof fcases);
+  cudaMemcpyFromSymbol(&fwin, g_floor_window_x1000, sizeof fwin);
+  printf("x_floor over %llu random (m, x_L, T): %llu reach s_L below it, widest window %.3f\n",
+         fcases, fbad, fwin / 1000.0);
   cudaError_t e = cudaDeviceSynchronize();
   printf("%s\n", cudaGetErrorString(e));
-  return e != cudaSuccess || bad || bad2 != bad || ulps > 3000 || gerr > 20000;
+  return e != cudaSuccess || bad || bad2 != bad || ulps > 3000 || gerr > 20000 || fbad ||
+         fcases == 0;
 }

@@ -505,18 +505,6 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
   return v;
 }
 
-/* A float below every finite x whose s = RN(RN(x - m) / T) is >= s_l (so
- * that a pass computes s only above it). RN(v) >= s_l needs v >= s_l (1 +
- * 2^-24) - 2^-150 (half the gap below s_l <= 0); so a = RN(x - m) >= A =
- * T (s_l (1 + 2^-24) - 2^-150), and the same for a: x >= m + A (1 + 2^-24)
- * - 2^-150. In double with wider margins (2^-20, 2^-140) and 2^-48 (|m| +
- * |A|) for the double roundings, rounded down: x, a float, is >= it. */
-__device__ __forceinline__ float x_floor(float s_l, float m, float T) {
-  const double A = (double)T * ((double)s_l * (1.0 + 0x1p-20) - 0x1p-140);
-  const double b = (double)m + A * (1.0 + 0x1p-20) - 0x1p-140;
-  return __double2float_rd(b - 0x1p-48 * (fabs((double)m) + fabs(A)));
-}
-
 /* The exact key of this thread's largest value (0: none): the largest key
  * (s, id) with s = (x - m) / T over the finite x of its groups of sv (-Inf:
  * not a candidate). s is monotone in x, so the largest s is that of the

@@ -1,13 +1,15 @@
 /*
  * Fast fp32 arithmetic of the dense sampling kernel (src/cuda/sampling_dense.cu),
  * each with its error bound: an exp for the masses, an exact division by a
- * row constant, and an approximate Gumbel noise used only to decide which
- * tokens need the exact one. dev/cuda/sampling_math.cu checks all three on
- * the device against __fdiv_rn, double precision and the portable reference.
+ * row constant, an approximate Gumbel noise used only to decide which
+ * tokens need the exact one, and a floor of x below which no s reaches a
+ * given one. dev/cuda/sampling_math.cu checks all four on the device
+ * against __fdiv_rn, double precision and the portable reference.
  */
 #ifndef INGOT_CUDA_SAMPLING_MATH_CUH
 #define INGOT_CUDA_SAMPLING_MATH_CUH
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/sampling_ref.h"
@@ -89,6 +91,19 @@ __device__ __forceinline__ float gumbel_approx(float u) {
   const float logged = __fmul_rn(-0.693147182f, lg2_approx(__fsub_rn(1.0f, u)));
   const float e = u < 0.015625f ? series : logged;
   return __fmul_rn(-0.693147182f, lg2_approx(e));
+}
+
+/* A float below every finite x whose s = RN(RN(x - m) / T) is >= s_l, for
+ * m and T > 0 finite and s_l <= 0 finite: the dense kernel's small top-k
+ * selection computes s only above it. RN(v) >= s_l needs v >= s_l (1 +
+ * 2^-24) - 2^-150 (half the gap below s_l); so a = RN(x - m) >= A = T (s_l
+ * (1 + 2^-24) - 2^-150), and the same step for a: x >= m + A (1 + 2^-24) -
+ * 2^-150. In double with wider margins (2^-20, 2^-140) and 2^-48 (|m| +
+ * |A|) for the double roundings, rounded down: x, a float, is >= it. */
+__device__ __forceinline__ float x_floor(float s_l, float m, float T) {
+  const double A = (double)T * ((double)s_l * (1.0 + 0x1p-20) - 0x1p-140);
+  const double b = (double)m + A * (1.0 + 0x1p-20) - 0x1p-140;
+  return __double2float_rd(b - 0x1p-48 * (fabs((double)m) + fabs(A)));
 }
 
 }  // namespace ingot_sampling
