@@ -511,7 +511,7 @@ __device__ __forceinline__ unsigned long long warp_sort_desc(unsigned long long 
  * largest x, and the tokens of that s lie above x_floor: a pass of maxima,
  * then exact divisions for those few tokens only. */
 __device__ unsigned long long exact_thread_max(const float *sv, int64_t lo, int wlo, int wend,
-                                               float m, const Divisor &div_t) {
+                                               float m, Divisor div_t) {
   float bm = -INFINITY;
   for (int j = wlo + 4 * lane_id(); j < wend; j += 128) {
     const float4 q = *reinterpret_cast<const float4 *>(sv + j);
@@ -536,16 +536,43 @@ __device__ unsigned long long exact_thread_max(const float *sv, int64_t lo, int 
   return tmax;
 }
 
+/* Step 1 of small_k_select for the raw logits (n of them, dtype kDtype):
+ * s = (x - m) / T of each token into sv, exactly (-Inf for a non-finite
+ * logit), and the thread's largest key (0: none). A template: the loop
+ * holds the one conversion (a run-time dtype compiles all three into it). */
+template <ingot_dtype kDtype>
+__device__ unsigned long long raw_exact_pass(float *sv, const void *raw_row, int64_t lo, int wlo,
+                                             int wend, int n, float m, Divisor div_t) {
+  const uintptr_t align = kDtype == INGOT_DTYPE_F32 ? 15u : 7u;
+  const bool vec = (reinterpret_cast<uintptr_t>(raw_row) & align) == 0;
+  unsigned long long tmax = 0;
+  for (int j = wlo + 4 * lane_id(); j < wend; j += 128) {
+    float x[4];
+    load4(raw_row, kDtype, vec, j, n, x);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      x[e] = fabsf(x[e]) < INFINITY ? div_exact(__fsub_rn(x[e], m), div_t) : -INFINITY;
+      if (x[e] != -INFINITY) {
+        const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
+        tmax = key > tmax ? key : tmax;
+      }
+    }
+    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]); /* s */
+  }
+  return tmax;
+}
+
 /* Steps 1-4 above for row r (a row-uniform branch: every thread of every
  * block of the cluster calls it): the k largest keys of s = (x - m) / T over
  * the block's values x in sv (-Inf: not a candidate; hint: this thread's
  * largest x, at block token hint_j, or -Inf for none), or, with raw_row (the
  * block's n logits as given, `dtype`), over those logits (non-finite ones
  * are not candidates; sv is overwritten with their s, -Inf for those). A
- * function of its own (not inlined): the kernels' hot loops then keep their
- * register allocation whatever this code does (docs/perf-notes.md, session
- * 12). stage,
- * the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
+ * function of its own (not inlined): inlined, it made kDenseSample spill.
+ * Out of line, ptxas still allocates each kernel's registers together with
+ * it, so a change here moves the plain kernel's hot loops by a few
+ * instructions and its time by ~1% (docs/perf-notes.md, sessions 12-13).
+ * stage, the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
  * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
  * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
  * also each token's portable exp sh.w and draw key sh.key; the other blocks
@@ -553,10 +580,13 @@ __device__ unsigned long long exact_thread_max(const float *sv, int64_t lo, int 
  * cluster barrier). */
 __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage, SmallKShared &sh,
                                             int64_t lo, int wlo, int wend, float m,
-                                            const Divisor &div_t, int k, bool draw, uint64_t seed,
-                                            uint64_t position, float hint, int hint_j,
-                                            const void *raw_row = nullptr,
+                                            const Divisor &div_ref, int k, bool draw,
+                                            uint64_t seed, uint64_t position, float hint,
+                                            int hint_j, const void *raw_row = nullptr,
                                             ingot_dtype dtype = INGOT_DTYPE_F32, int n = 0) {
+  /* a copy: through the reference (the caller's stack), every division
+   * would load it again, since stores to shared memory might alias it */
+  const Divisor div_t = div_ref;
   const int lane = lane_id(), warp = warp_id();
   const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
   /* 1. The thread's largest key: the exact one (a pass of divisions) for
@@ -566,20 +596,14 @@ __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage
    * the exact one only if the second attempt runs (its bound counts keys) */
   unsigned long long tmax = 0;
   if (raw_row) {
-    const uintptr_t align = dtype == INGOT_DTYPE_F32 ? 15u : 7u;
-    const bool vec = (reinterpret_cast<uintptr_t>(raw_row) & align) == 0;
-    for (int j = wlo + 4 * lane; j < wend; j += 128) {
-      float x[4];
-      load4(raw_row, dtype, vec, j, n, x);
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        x[e] = fabsf(x[e]) < INFINITY ? div_exact(__fsub_rn(x[e], m), div_t) : -INFINITY;
-        if (x[e] != -INFINITY) {
-          const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
-          tmax = key > tmax ? key : tmax;
-        }
-      }
-      *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]); /* s */
+    switch (dtype) { /* a loop for the one dtype */
+      case INGOT_DTYPE_BF16:
+        tmax = raw_exact_pass<INGOT_DTYPE_BF16>(sv, raw_row, lo, wlo, wend, n, m, div_t);
+        break;
+      case INGOT_DTYPE_F16:
+        tmax = raw_exact_pass<INGOT_DTYPE_F16>(sv, raw_row, lo, wlo, wend, n, m, div_t);
+        break;
+      default: tmax = raw_exact_pass<INGOT_DTYPE_F32>(sv, raw_row, lo, wlo, wend, n, m, div_t);
     }
   } else if (hint > -INFINITY) {
     const float v = div_exact(__fsub_rn(hint, m), div_t);
