@@ -425,8 +425,8 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, bool &nan) {
  * even at top-p boundaries. A token's KEY is (rank_key(s) << 32 | ~id): the
  * rank order as one integer, distinct for distinct tokens, 0 for none.
  *   1. every block: each thread's largest key, that of its largest x (from
- *      the load pass; exact keys by a pass of divisions for the raw logits
- *      read again), sorted over each warp (bitonic);
+ *      the load pass, or from the pass that reads the raw logits again into
+ *      sv), sorted over each warp (bitonic);
  *   2. every block: its t = ceil(2k / C) largest thread maxima (ranked by
  *      counting among the warps' t largest); after a cluster barrier, L = the
  *      k-th largest of the C lists' keys. At least k keys are >= L;
@@ -536,30 +536,28 @@ __device__ unsigned long long exact_thread_max(const float *sv, int64_t lo, int 
   return tmax;
 }
 
-/* Step 1 of small_k_select for the raw logits (n of them, dtype kDtype):
- * s = (x - m) / T of each token into sv, exactly (-Inf for a non-finite
- * logit), and the thread's largest key (0: none). A template: the loop
- * holds the one conversion (a run-time dtype compiles all three into it). */
+/* The raw logits of the block (n of them, dtype kDtype) into sv, -Inf for a
+ * non-finite one (not a candidate), and this thread's largest, bm at block
+ * token bi (-Inf: none), as the load pass gives them for the masked values:
+ * small_k_select then runs as on those. A template: the loop holds the one
+ * conversion. */
 template <ingot_dtype kDtype>
-__device__ unsigned long long raw_exact_pass(float *sv, const void *raw_row, int64_t lo, int wlo,
-                                             int wend, int n, float m, Divisor div_t) {
+__device__ void raw_reload(float *sv, const void *raw_row, int wlo, int wend, int n, float &bm,
+                           int &bi) {
   const uintptr_t align = kDtype == INGOT_DTYPE_F32 ? 15u : 7u;
   const bool vec = (reinterpret_cast<uintptr_t>(raw_row) & align) == 0;
-  unsigned long long tmax = 0;
+  int bj = 0;
+  bm = -INFINITY;
   for (int j = wlo + 4 * lane_id(); j < wend; j += 128) {
     float x[4];
     load4(raw_row, kDtype, vec, j, n, x);
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      x[e] = fabsf(x[e]) < INFINITY ? div_exact(__fsub_rn(x[e], m), div_t) : -INFINITY;
-      if (x[e] != -INFINITY) {
-        const unsigned long long key = best_key(x[e], (int32_t)(lo + j + e));
-        tmax = key > tmax ? key : tmax;
-      }
-    }
-    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]); /* s */
+    for (int e = 0; e < 4; e++) x[e] = fabsf(x[e]) < INFINITY ? x[e] : -INFINITY;
+    const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    if (m4 > bm) bm = m4, bj = j;
+    *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
   }
-  return tmax;
+  bi = bm > -INFINITY ? first_token(sv, bj, bm) : 0; /* this thread's own store */
 }
 
 /* Steps 1-4 above for row r (a row-uniform branch: every thread of every
@@ -567,7 +565,7 @@ __device__ unsigned long long raw_exact_pass(float *sv, const void *raw_row, int
  * the block's values x in sv (-Inf: not a candidate; hint: this thread's
  * largest x, at block token hint_j, or -Inf for none), or, with raw_row (the
  * block's n logits as given, `dtype`), over those logits (non-finite ones
- * are not candidates; sv is overwritten with their s, -Inf for those). A
+ * are not candidates; sv is overwritten with them, -Inf for those). A
  * function of its own (not inlined): inlined, it made kDenseSample spill.
  * Out of line, ptxas still allocates each kernel's registers together with
  * it, so a change here moves the plain kernel's hot loops by a few
@@ -589,23 +587,24 @@ __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage
   const Divisor div_t = div_ref;
   const int lane = lane_id(), warp = warp_id();
   const unsigned crank = cluster_rank(), cblocks = cluster_blocks();
-  /* 1. The thread's largest key: the exact one (a pass of divisions) for
-   * the raw logits; else the key of its largest x, whose s is the largest
-   * s, though another x may round to the same s with a lower id: a real
-   * key all the same, which is all that step 2's L needs (k real keys >= L);
-   * the exact one only if the second attempt runs (its bound counts keys) */
-  unsigned long long tmax = 0;
+  /* 1. The thread's largest key: that of its largest x, whose s is the
+   * largest s, though another x may round to the same s with a lower id: a
+   * real key all the same, which is all that step 2's L needs (k real keys
+   * >= L); the exact one only if the second attempt runs (its bound counts
+   * keys). The raw logits, read again, replace sv and the hint. */
   if (raw_row) {
     switch (dtype) { /* a loop for the one dtype */
       case INGOT_DTYPE_BF16:
-        tmax = raw_exact_pass<INGOT_DTYPE_BF16>(sv, raw_row, lo, wlo, wend, n, m, div_t);
+        raw_reload<INGOT_DTYPE_BF16>(sv, raw_row, wlo, wend, n, hint, hint_j);
         break;
       case INGOT_DTYPE_F16:
-        tmax = raw_exact_pass<INGOT_DTYPE_F16>(sv, raw_row, lo, wlo, wend, n, m, div_t);
+        raw_reload<INGOT_DTYPE_F16>(sv, raw_row, wlo, wend, n, hint, hint_j);
         break;
-      default: tmax = raw_exact_pass<INGOT_DTYPE_F32>(sv, raw_row, lo, wlo, wend, n, m, div_t);
+      default: raw_reload<INGOT_DTYPE_F32>(sv, raw_row, wlo, wend, n, hint, hint_j);
     }
-  } else if (hint > -INFINITY) {
+  }
+  unsigned long long tmax = 0;
+  if (hint > -INFINITY) {
     const float v = div_exact(__fsub_rn(hint, m), div_t);
     if (v != -INFINITY) tmax = best_key(v, (int32_t)(lo + hint_j));
   }
@@ -635,11 +634,9 @@ __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage
         if (rank < t) sh.block_top[rank] = x;
       }
     } else {
-      if (!raw_row) { /* the exact thread maxima */
-        tmax = exact_thread_max(sv, lo, wlo, wend, m, div_t);
-        sh.warp_max[warp][lane] = warp_sort_desc(tmax);
-        __syncthreads();
-      }
+      tmax = exact_thread_max(sv, lo, wlo, wend, m, div_t); /* the exact thread maxima */
+      sh.warp_max[warp][lane] = warp_sort_desc(tmax);
+      __syncthreads();
       if (tmax != 0) { /* all k: each thread ranks its own maximum */
         int rank = 0;
 #pragma unroll
@@ -667,9 +664,7 @@ __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage
     __syncthreads();
     /* 3. s only above x_floor (a few tokens), exactly */
     const unsigned long long L = sh.threshold;
-    const float lim = !(L >> 32) ? -INFINITY /* L = 1: every token */
-                      : raw_row      ? best_value(L) /* sv holds s */
-                                     : x_floor(best_value(L), m, div_t.b);
+    const float lim = L >> 32 ? x_floor(best_value(L), m, div_t.b) : -INFINITY; /* L = 1: all */
     int *count = &sh.count[attempt];
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       const float4 q = *reinterpret_cast<const float4 *>(sv + j);
@@ -677,7 +672,7 @@ __device__ __noinline__ void small_k_select(float *sv, unsigned long long *stage
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         if (!(x[e] >= lim) || x[e] == -INFINITY) continue;
-        const float v = raw_row ? x[e] : div_exact(__fsub_rn(x[e], m), div_t);
+        const float v = div_exact(__fsub_rn(x[e], m), div_t);
         if (v == -INFINITY) continue;
         const unsigned long long key = best_key(v, (int32_t)(lo + j + e));
         if (key < L) continue;
