@@ -4,6 +4,8 @@
 # built into its own tree, their tests run, their benches interleaved. A
 # version that changes several files is a folder instead, dev/ab_a/, holding
 # each of them at its path in the repository (dev/ab_a/src/cuda/x.cu).
+# Every round's bench lines, then the minimum of each row and version over the
+# rounds (dev/min_rows.awk).
 # Usage: [AB_FILE=src/cuda/sampling.cu] dev/ab_device.sh OUTDIR "bench filter" [rounds]
 set -o pipefail
 OUT=${1:?outdir}; FILTER=${2:-sampling}; ROUNDS=${3:-2}; FILE=${AB_FILE:-src/cuda/sampling_dense.cu}
@@ -26,5 +28,6 @@ for i in $(seq $ROUNDS); do
   for v in $VERSIONS; do
     timeout 200 build_$v/tools/ingot bench --filter "$FILTER" 2>&1 | grep -E "^sampling" | sed "s/^/$v /"
   done
-done
+done | tee $OUT/ab_rounds.txt
+awk -f dev/min_rows.awk $OUT/ab_rounds.txt
 rm -f $OUT/cmake_*.log $OUT/build_*.log
