@@ -944,7 +944,10 @@ static int test_biased_draw_raw_logprob(void) {
  * exactly, log-probabilities within 2e-6. Rows: greedy (T = 0: one-hot final
  * list, raw list at T' = 1), soft, all -Inf (empty), NaN sprinkles, and (with
  * a bitmask) rows the bitmask may empty while their raw list stays; V = 300
- * takes n <= 32 on the dense kernel. */
+ * takes n <= 32 on the dense kernel. Variant 4's rows descend, so that the
+ * largest logits crowd into the first block: the raw selection's lists
+ * overflow and its second attempt (exact thread maxima of the logits read
+ * again) runs. */
 static int test_top_n(void) {
   static const struct {
     int64_t B, V;
@@ -956,14 +959,18 @@ static int test_top_n(void) {
   tally t = {0, 0, 0, 0};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
-      for (int variant = 0; variant < 4; variant++) {
+      for (int variant = 0; variant < 5; variant++) {
         /* 0: raw, no mask; 1: final, bitmask; 2: raw, bitmask (row 3 all
-         * masked); 3: final, filter tensors with row 0 on top-p 0.9 (split) */
+         * masked); 3: final, filter tensors with row 0 on top-p 0.9 (split);
+         * 4: raw, bitmask, descending rows */
         batch b;
         make_batch(&b, shapes[s].B, shapes[s].V, shapes[s].dtype, 1, ns[k]);
         set_no_filters(&b);
         b.flags = variant == 1 || variant == 3 ? INGOT_SAMPLING_TOP_FINAL : 0;
-        if (variant == 1 || variant == 2) {
+        if (variant == 4)
+          for (int64_t r = 0; r < b.B; r++)
+            for (int64_t i = 0; i < b.V; i++) set_logit(&b, r, i, (float)(3.0 - 0.01 * (double)i));
+        if (variant == 1 || variant == 2 || variant == 4) {
           b.allowed = xcalloc((size_t)(b.B * b.words) * 4);
           for (int64_t w = 0; w < b.B * b.words; w++)
             b.allowed[w] = w / b.words == 3 && variant == 2
