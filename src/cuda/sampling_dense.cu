@@ -568,8 +568,9 @@ __device__ void raw_reload(float *sv, const void *raw_row, int wlo, int wend, in
  * are not candidates; sv is overwritten with them, -Inf for those). A
  * function of its own (not inlined): inlined, it made kDenseSample spill.
  * Out of line, ptxas still allocates each kernel's registers together with
- * it, so a change here moves the plain kernel's hot loops by a few
- * instructions and its time by ~1% (docs/perf-notes.md, sessions 12-13).
+ * it, so a change here moves the calling kernels' hot loops by a few
+ * instructions and their time by ~1% (docs/perf-notes.md, sessions 12-13);
+ * kDenseSample does not call it.
  * stage, the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
  * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
  * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
@@ -877,11 +878,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   constexpr bool kSampling = kMode != kDenseSoftmax;
   /* kDenseSampleFilter draws every small row (top-k or nucleus) after the
    * second reduction, which gives a nucleus row's top-p total. The other
-   * sampling modes keep the small top-k draw before it, compiled in though
-   * they get no such row (a.small_k = 0): without that code kDenseSample's
-   * register allocation changes (spills, a compaction loop of 169
-   * instructions instead of 129) and it ran 6-12% slower (docs/perf-notes.md,
-   * session 11). */
+   * modes get no such row (a.small_k = 0); kDenseSampleTop keeps the small
+   * top-k draw before that reduction, compiled in but never taken, as its
+   * register allocation was measured with it. kDenseSample has no selection
+   * code at all: its draw loop addresses shared memory by 32-bit addresses
+   * of its own, without which ptxas rebuilt the window's address before
+   * every access (docs/perf-notes.md, sessions 11, 13 and 14). */
   constexpr bool kNucleus = kMode == kDenseSampleFilter;
   /* dynamic shared memory (dense_smem_bytes): the block's values sv
    * [chunk] f32; for 16-bit logits or a sample, stage16 [chunk] u16, the
@@ -1086,7 +1088,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   int32_t token = argmax; /* greedy, or -1 */
   const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
   unsigned long long best = 0ull;
-  if (soft && small && !kNucleus) { /* never taken (see kNucleus) */
+  if (kMode != kDenseSample && soft && small && !kNucleus) {
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
                  div_t, top_k, top_p, min_p, seed, position, 0.0, bm, bi);
   } else if (soft && nucleus) { /* the row's mass, for top-p's total */
@@ -1104,6 +1106,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     const float l0 = st.l0;
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
     uint16_t *wcand = cand + wlo; /* this warp's candidates (offsets in the block) */
+    /* shared-space addresses, computed once and opaque to the compiler,
+     * which otherwise recomputes the generic-to-shared conversion (cluster
+     * id and all) at every access of the loop below */
+    uint32_t sv_s = (uint32_t)__cvta_generic_to_shared(sv);
+    uint32_t wcand_s = (uint32_t)__cvta_generic_to_shared(wcand);
+    asm("" : "+r"(sv_s), "+r"(wcand_s));
     float best_k = -INFINITY;
     int32_t best_tok = INT_MAX;
     with_fast(div_t.fast, [&](auto fast) {
@@ -1114,8 +1122,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         const int j = j0 + 4 * lane;
         unsigned c = 0; /* bit e: token j + e is a candidate */
         if (j < wend) {
-          const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-          const float x[4] = {q.x, q.y, q.z, q.w};
+          float x[4];
+          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                       : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                       : "r"(sv_s + 4u * (uint32_t)j)
+                       : "memory");
           float sc[4];
           scale4<kFast>(x, m, div_t, sc);
 #pragma unroll
@@ -1133,7 +1144,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
         int at = count + __popc(b0 & below) + 2 * __popc(b1 & below) + 4 * __popc(b2 & below);
 #pragma unroll
         for (int e = 0; e < 4; e++)
-          if (c & (1u << e)) wcand[at++] = (uint16_t)(j + e);
+          if (c & (1u << e)) {
+            asm volatile("st.shared.u16 [%0], %1;" ::"r"(wcand_s + 2u * (uint32_t)at),
+                         "h"((uint16_t)(j + e))
+                         : "memory");
+            at++;
+          }
         count += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
       }
       __syncwarp();
