@@ -865,6 +865,76 @@ static int test_masked_step_masses(void) {
   return 0;
 }
 
+/* The draw's candidate lists in segments (kDenseSample lists kCandCap = 256
+ * candidates a warp, draws the whole rounds of 64 and moves the rest to the
+ * front): rows where every token is a candidate (flat), where two of three
+ * are (each segment leaves a rest), and where a few are (one segment);
+ * tokens and log-probabilities equal the CPU's, row for row. */
+static int test_draw_segments(void) {
+  static const struct {
+    int64_t V;
+    ingot_dtype dtype;
+  } cases[] = {{262144, INGOT_DTYPE_F32}, {151936, INGOT_DTYPE_BF16}, {4096, INGOT_DTYPE_F16}};
+  tally t = {0, 0, 0, 0};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    batch b;
+    make_batch(&b, 6, cases[k].V, cases[k].dtype, 1, 0);
+    set_no_filters(&b);
+    for (int64_t r = 0; r < b.B; r++) {
+      b.temperature[r] = (float[]){1.0f, 0.7f, 1.0f, 1.3f, 1.0f, 0.9f}[r];
+      const double sigma = (double[]){0.3, 1.0, 3.0}[r % 3];
+      for (int64_t i = 0; i < b.V; i++) {
+        float v = (float)(sigma * rand_normal());
+        if (r / 3 == 1 && i % 3 == 2) v = -INFINITY;       /* two of three tokens */
+        if (r == 5 && (i * 7919) % 1000 != 0) v = -60.0f; /* ~0.1% candidates */
+        set_logit(&b, r, i, v);
+      }
+    }
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+    char what[80];
+    snprintf(what, sizeof what, "draw segments V=%lld dtype %d", (long long)b.V, (int)b.dtype);
+    compare(&b, &c, &g, &t, what);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
+  return 0;
+}
+
+/* The dense kernels differ in shared memory: kDenseSample's f32 rows keep
+ * 8 KB of candidate lists, the selection kernels (top-n, small top-k) a
+ * 16-bit stage as long as the block's chunk. At V = 700000 with the raw
+ * log-probability (too large for the general kernel), a plain f32 step
+ * fits kDenseSample on a device with 16-block clusters and about 227 KB a
+ * block (H100, H200) and equals the CPU; its top-n and top-k forms fit
+ * neither kernel there: NOT_SUPPORTED before launch, never a failed launch
+ * of a kernel chosen by the wrong kernel's size. */
+static int test_dense_kernel_fits(void) {
+  const int big = gpu->sampling_dense_cluster == 16 && gpu->sampling_dense_smem >= 226 * 1024;
+  tally t = {0, 0, 0, 0};
+  for (int form = 0; form < 3; form++) { /* plain, top-n 8, top-k 50 + top-p 0.9 */
+    batch b;
+    make_batch(&b, 2, 700000, INGOT_DTYPE_F32, form == 2 ? 2 : 1, form == 1 ? 8 : 0);
+    if (form < 2) set_no_filters(&b);
+    result c, g;
+    alloc_result(&c, &b), alloc_result(&g, &b);
+    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+    const ingot_status st = run_batch(gpu, &b, 0, &g);
+    EXPECT(st == (form == 0 && big ? INGOT_STATUS_SUCCESS : INGOT_STATUS_NOT_SUPPORTED) ||
+               (st == INGOT_STATUS_SUCCESS && !big),
+           "V=700000 form %d: status %s", form, ingot_status_string(st));
+    char what[80];
+    snprintf(what, sizeof what, "V=700000 form %d", form);
+    if (st == INGOT_STATUS_SUCCESS) compare(&b, &c, &g, &t, what);
+    free_result(&c), free_result(&g), free_batch(&b);
+  }
+  EXPECT(t.other_diffs == 0 && t.token_diffs * 100 <= t.topp_rows + 1,
+         "tokens differ from the CPU");
+  return 0;
+}
+
 /* Logit i of row r as fp32 (f32 and bf16 batches). */
 static float logit_at(const batch *b, int64_t r, int64_t i) {
   const size_t at = (size_t)(r * b->stride + i);
@@ -1505,6 +1575,8 @@ int main(void) {
   test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("masked_step_masses", test_masked_step_masses);
+  test_run("draw_segments", test_draw_segments);
+  test_run("dense_kernel_fits", test_dense_kernel_fits);
   test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
   test_run("top_n", test_top_n);
   test_run("nucleus_rows", test_nucleus_rows);

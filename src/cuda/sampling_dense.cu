@@ -78,6 +78,7 @@ constexpr int kMinTokensPerBlock = 4096; /* fewer blocks for small V */
 constexpr float kGumbelMax = 22.9f;      /* g <= -log(2^-33) = 22.87 */
 constexpr float kApproxSlack = 1e-3f;    /* >> |approximate key - exact key| */
 constexpr int kAhead = 4;                /* the softmax's write pass: groups loaded at once */
+constexpr int kCandCap = 256;            /* a warp's list of draw candidates (16-bit offsets) */
 
 /* ingot_sample's three kernels, so that code a call cannot use does not weigh
  * on the register allocation of the common one: kDenseSample, rows without a
@@ -85,6 +86,19 @@ constexpr int kAhead = 4;                /* the softmax's write pass: groups loa
  * nucleus rows are the dense kernel's (a.small_k > 0); kDenseSampleTop, calls
  * with top-n outputs (rows without a filter, a.small_k = 0). */
 enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1, kDenseSampleTop = 2, kDenseSampleFilter = 3 };
+
+/* The 16-bit area after the block's values (dense_smem_bytes), in 16-bit
+ * units: the 16-bit logits as loaded (chunk); in the sampling modes, the
+ * draw's candidate lists, and in kDenseSampleTop and kDenseSampleFilter the
+ * small top-k's keys (chunk: ingot_cuda_sampling_dense_small_k).
+ * kDenseSample's lists take kCandCap a warp: its f32 rows need 8 KB instead
+ * of chunk * 2 bytes, 70 KB a block at V = 262144, three blocks a SM. */
+__host__ __device__ constexpr int dense_stage_len(int mode, bool f32, int chunk) {
+  return mode == kDenseSoftmax ? (f32 ? 0 : chunk)
+         : mode != kDenseSample ? chunk
+         : !f32 && chunk > kDenseWarps * kCandCap ? chunk
+                                                  : kDenseWarps * kCandCap;
+}
 
 /* SamplingArgs (sampling_common.cuh); chunk is a multiple of kChunkUnit,
  * frac_bits and keep_raw are not used. */
@@ -868,10 +882,12 @@ __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, in
 
 /* ---- the kernel -------------------------------------------------------------------- */
 
-/* Blocks per SM the registers must allow: the softmax's 64 KB rows fit three
- * (V = 262144), the sample's row and candidate list two. */
+/* Blocks per SM the registers must allow: three for the softmax and the
+ * plain sample (64 KB rows at V = 262144, with 8 KB of candidate lists for
+ * the sample's f32 rows: dense_stage_len), two for the kernels with a
+ * selection (their stage holds a row of 16-bit keys). */
 template <int kMode, int kDtype>
-__global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
+__global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     dense_kernel(const DenseArgs a) {
   constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
   constexpr bool f32 = dtype == INGOT_DTYPE_F32;
@@ -886,15 +902,14 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
    * every access (docs/perf-notes.md, sessions 11, 13 and 14). */
   constexpr bool kNucleus = kMode == kDenseSampleFilter;
   /* dynamic shared memory (dense_smem_bytes): the block's values sv
-   * [chunk] f32; for 16-bit logits or a sample, stage16 [chunk] u16, the
-   * 16-bit logits as loaded, later the draw's candidates (offsets in the
-   * block, per warp); the bitmask words [chunk / 32] */
+   * [chunk] f32; stage16 [dense_stage_len] u16, the 16-bit logits as loaded,
+   * later the draw's candidates (kCandCap a warp) or the small top-k's keys;
+   * the bitmask words [chunk / 32] */
   extern __shared__ float4 dense_smem[];
   float *sv = reinterpret_cast<float *>(dense_smem);
   uint16_t *stage16 = reinterpret_cast<uint16_t *>(sv + a.chunk);
   uint16_t *cand = stage16;
-  uint32_t *swords = reinterpret_cast<uint32_t *>(
-      stage16 + (kSampling || !f32 ? a.chunk : 0));
+  uint32_t *swords = reinterpret_cast<uint32_t *>(stage16 + dense_stage_len(kMode, f32, a.chunk));
   __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
   __shared__ SmallKShared small_sh;
@@ -1105,7 +1120,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
   } else if (soft && !small) {
     const float l0 = st.l0;
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
-    uint16_t *wcand = cand + wlo; /* this warp's candidates (offsets in the block) */
+    /* this warp's candidates (offsets in the block): kCandCap of them in
+     * kDenseSample (so that three blocks fit a SM), drawn in segments; as
+     * many as its tokens in the other modes, whose stage has room for them
+     * (segments cost their register allocation spills) */
+    constexpr bool kSegments = kMode == kDenseSample;
+    uint16_t *wcand = cand + (kSegments ? warp * kCandCap : wlo);
     /* shared-space addresses, computed once and opaque to the compiler,
      * which otherwise recomputes the generic-to-shared conversion (cluster
      * id and all) at every access of the loop below */
@@ -1116,43 +1136,6 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
     int32_t best_tok = INT_MAX;
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
-      int count = 0; /* warp-uniform */
-      const unsigned below = (1u << lane) - 1u;
-      for (int j0 = wlo; j0 < wend; j0 += 128) { /* warp-uniform trip count */
-        const int j = j0 + 4 * lane;
-        unsigned c = 0; /* bit e: token j + e is a candidate */
-        if (j < wend) {
-          float x[4];
-          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                       : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                       : "r"(sv_s + 4u * (uint32_t)j)
-                       : "memory");
-          float sc[4];
-          scale4<kFast>(x, m, div_t, sc);
-#pragma unroll
-          for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
-          if (want_mass) mass += exp_sum4(sc);
-        }
-        /* compaction: this thread's count (0-4) by its three bits, one ballot
-         * each; nothing to do where the warp has no candidate (most groups of
-         * a language model's logits) */
-        if (__ballot_sync(0xffffffffu, c != 0) == 0) continue;
-        const unsigned k = __popc(c);
-        const unsigned b0 = __ballot_sync(0xffffffffu, k & 1u);
-        const unsigned b1 = __ballot_sync(0xffffffffu, k & 2u);
-        const unsigned b2 = __ballot_sync(0xffffffffu, k & 4u);
-        int at = count + __popc(b0 & below) + 2 * __popc(b1 & below) + 4 * __popc(b2 & below);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          if (c & (1u << e)) {
-            asm volatile("st.shared.u16 [%0], %1;" ::"r"(wcand_s + 2u * (uint32_t)at),
-                         "h"((uint16_t)(j + e))
-                         : "memory");
-            at++;
-          }
-        count += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
-      }
-      __syncwarp();
       /* one candidate: its approximate key first, the exact one only near the best */
       const auto consider = [&](int j, float u) {
         const float d = __fsub_rn(sv[j], m);
@@ -1166,21 +1149,75 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
           best_tok = id;
         }
       };
-      /* two candidates a lane at a time: their generator calls are two
-       * independent chains of dependent multiplies, which the scheduler
-       * interleaves (the best key does not depend on the order); a lane
-       * without a second one repeats the first call, unused */
-      for (int i = lane; i < count; i += 64) {
-        const bool two = i + 32 < count;
-        const int j0 = wcand[i], j1 = two ? wcand[i + 32] : j0;
-        /* an opaque copy: the generator's first products of the position,
-         * hoisted out of this loop, would be spilled at 64 registers */
-        uint64_t pos = position;
-        asm volatile("" : "+l"(pos));
-        const float u0 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + j0));
-        const float u1 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + j1));
-        consider(j0, u0);
-        if (two) consider(j1, u1);
+      int count = 0; /* warp-uniform: listed, not yet drawn */
+      const unsigned below = (1u << lane) - 1u;
+      /* the warp's tokens in segments: list candidates while a further
+       * group of 128 surely fits, then draw the whole rounds of 64 (all of
+       * them after the last group); the rest waits for the next segment */
+      for (int j0 = wlo;;) {
+        for (; j0 < wend && (!kSegments || count <= kCandCap - 128); j0 += 128) {
+          const int j = j0 + 4 * lane;
+          unsigned c = 0; /* bit e: token j + e is a candidate */
+          if (j < wend) {
+            float x[4];
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                         : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                         : "r"(sv_s + 4u * (uint32_t)j)
+                         : "memory");
+            float sc[4];
+            scale4<kFast>(x, m, div_t, sc);
+#pragma unroll
+            for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
+            if (want_mass) mass += exp_sum4(sc);
+          }
+          /* compaction: this thread's count (0-4) by its three bits, one ballot
+           * each; nothing to do where the warp has no candidate (most groups of
+           * a language model's logits) */
+          if (__ballot_sync(0xffffffffu, c != 0) == 0) continue;
+          const unsigned k = __popc(c);
+          const unsigned b0 = __ballot_sync(0xffffffffu, k & 1u);
+          const unsigned b1 = __ballot_sync(0xffffffffu, k & 2u);
+          const unsigned b2 = __ballot_sync(0xffffffffu, k & 4u);
+          int at = count + __popc(b0 & below) + 2 * __popc(b1 & below) + 4 * __popc(b2 & below);
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            if (c & (1u << e)) {
+              asm volatile("st.shared.u16 [%0], %1;" ::"r"(wcand_s + 2u * (uint32_t)at),
+                           "h"((uint16_t)(j + e))
+                           : "memory");
+              at++;
+            }
+          count += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
+        }
+        __syncwarp();
+        const bool last = !kSegments || j0 >= wend;
+        const int take = last ? count : count & ~63;
+        /* two candidates a lane at a time: their generator calls are two
+         * independent chains of dependent multiplies, which the scheduler
+         * interleaves (the best key does not depend on the order); a lane
+         * without a second one repeats the first call, unused */
+        for (int i = lane; i < take; i += 64) {
+          const bool two = i + 32 < take;
+          const int ja = wcand[i], jb = two ? wcand[i + 32] : ja;
+          /* an opaque copy: the generator's first products of the position,
+           * hoisted out of this loop, would be spilled at 64 registers */
+          uint64_t pos = position;
+          asm volatile("" : "+l"(pos));
+          const float u0 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + ja));
+          const float u1 = ingot_sampling_ref_uniform(seed, pos, (uint32_t)(lo + jb));
+          consider(ja, u0);
+          if (two) consider(jb, u1);
+        }
+        if (last) break;
+        /* the rest (fewer than 64) to the list's front */
+        const int rest = count - take;
+        const uint16_t c0 = lane < rest ? wcand[take + lane] : 0;
+        const uint16_t c1 = lane + 32 < rest ? wcand[take + lane + 32] : 0;
+        __syncwarp();
+        if (lane < rest) wcand[lane] = c0;
+        if (lane + 32 < rest) wcand[lane + 32] = c1;
+        __syncwarp();
+        count = rest;
       }
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
@@ -1289,8 +1326,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode == kDenseSoftmax ? 3 : 2)
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
 size_t dense_smem_bytes(int mode, ingot_dtype dtype, int chunk) {
-  const bool stage16 = mode != kDenseSoftmax || dtype != INGOT_DTYPE_F32;
-  return (size_t)chunk * (stage16 ? 6 : 4) + (size_t)chunk / 8;
+  return (size_t)chunk * 4 + (size_t)dense_stage_len(mode, dtype == INGOT_DTYPE_F32, chunk) * 2 +
+         (size_t)chunk / 8;
 }
 
 }  // namespace
@@ -1383,14 +1420,18 @@ void dense_geometry(const struct ingot_context *ctx, int64_t vocab, int *cluster
   *chunk = ch > INT_MAX ? INT_MAX : (int)ch;
 }
 
-template <int kMode>
-bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in) {
+bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int mode) {
   if (ctx->sampling_dense_cluster < 1) return false;
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
   return chunk <= 65536 &&
-         dense_smem_bytes(kMode, in->dtype, chunk) <= (size_t)ctx->sampling_dense_smem &&
+         dense_smem_bytes(mode, in->dtype, chunk) <= (size_t)ctx->sampling_dense_smem &&
          in->batch * c <= INT_MAX;
+}
+
+/* The kernel of an ingot_sample call (their shared memory differs). */
+int dense_sample_mode(int64_t num_top, int small_k) {
+  return num_top > 0 ? kDenseSampleTop : small_k > 0 ? kDenseSampleFilter : kDenseSample;
 }
 
 template <int kMode>
@@ -1430,12 +1471,15 @@ int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
 
 int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
                                    const ingot_sampling_input *in, int64_t num_top, int softmax) {
-  const bool fits =
-      softmax ? dense_fits<kDenseSoftmax>(ctx, in) : dense_fits<kDenseSample>(ctx, in);
-  if (!fits) return 0;
+  const bool filters = in->top_k || in->top_p || in->min_p;
+  const int small_k = ingot_cuda_sampling_dense_small_k(ctx, in);
+  /* the kernel ingot_cuda_sample_dense will launch (small_k as ingot_cuda_sample passes it) */
+  const int mode =
+      softmax ? kDenseSoftmax : dense_sample_mode(num_top, filters && num_top == 0 ? small_k : 0);
+  if (!dense_fits(ctx, in, mode)) return 0;
   /* the top-n of a row without a filter is found as a small top-k set */
-  if (num_top > ingot_cuda_sampling_dense_small_k(ctx, in)) return 0;
-  return in->top_k || in->top_p || in->min_p ? 2 : 1;
+  if (num_top > small_k) return 0;
+  return filters ? 2 : 1;
 }
 
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
@@ -1448,9 +1492,11 @@ ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_samp
   args.split = split;
   args.small_k = small_k;
   static const char op[] = "ingot_sample";
-  if (out->num_top > 0) return dense_launch<kDenseSampleTop>(ctx, op, args, stream);
-  return small_k > 0 ? dense_launch<kDenseSampleFilter>(ctx, op, args, stream)
-                     : dense_launch<kDenseSample>(ctx, op, args, stream);
+  switch (dense_sample_mode(out->num_top, small_k)) {
+    case kDenseSampleTop: return dense_launch<kDenseSampleTop>(ctx, op, args, stream);
+    case kDenseSampleFilter: return dense_launch<kDenseSampleFilter>(ctx, op, args, stream);
+    default: return dense_launch<kDenseSample>(ctx, op, args, stream);
+  }
 }
 
 ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
