@@ -202,6 +202,13 @@ uint64_t bench_rand_below(bench_rng *r, uint64_t n) {
   return v % n;
 }
 
+uint16_t bench_bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
 void bench_rand_fill(bench_rng *r, void *dst, size_t bytes) {
   uint8_t *p = (uint8_t *)dst;
   size_t i = 0;

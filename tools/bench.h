@@ -199,6 +199,8 @@ uint64_t bench_rand(bench_rng *r);
 uint64_t bench_rand_below(bench_rng *r, uint64_t n);
 /* bytes of random bytes. */
 void bench_rand_fill(bench_rng *r, void *dst, size_t bytes);
+/* The bf16 nearest (ties to even) to a finite float, as bits. */
+uint16_t bench_bf16_of(float f);
 
 /* ---- time --------------------------------------------------------------------- */
 

@@ -66,18 +66,6 @@ static float f32_from_bits(uint32_t u) {
   return f;
 }
 
-static uint32_t bits_from_f32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-/* bf16 nearest-even of a finite float. */
-static uint16_t bf16_from_f32(float f) {
-  uint32_t u = bits_from_f32(f);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 /* Mean 0, variance 1: four 16-bit uniforms, summed (Irwin-Hall), scaled. */
 static float normalish(bench_rng *rng) {
@@ -103,7 +91,7 @@ static float fill_activation(bench_rng *rng, uint16_t *x, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; r++) {
     uint16_t *row = x + r * cols;
     for (int64_t c = 0; c < cols; c++) {
-      uint16_t h = bf16_from_f32(normalish(rng) * col_scale[c]);
+      uint16_t h = bench_bf16_of(normalish(rng) * col_scale[c]);
       row[c] = h;
       if ((uint32_t)(h & 0x7fffu) > amax) amax = h & 0x7fffu;
     }
@@ -118,7 +106,7 @@ static float fill_weight(bench_rng *rng, uint16_t *x, int64_t rows, int64_t cols
     uint16_t *row = x + r * cols;
     float s = 0.02f * (float)exp2(uniform(rng, -1.0, 1.0));
     for (int64_t c = 0; c < cols; c++) {
-      uint16_t h = bf16_from_f32(normalish(rng) * s);
+      uint16_t h = bench_bf16_of(normalish(rng) * s);
       row[c] = h;
       if ((uint32_t)(h & 0x7fffu) > amax) amax = h & 0x7fffu;
     }

@@ -315,10 +315,7 @@ static ingot_status gemm_run(bench_env *env, void *state, int slot) {
 
 /* fp32 -> bf16 -> fp32, nearest even (finite inputs). */
 static float bf16_round(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
+  const uint32_t u = (uint32_t)bench_bf16_of(f) << 16;
   memcpy(&f, &u, 4);
   return f;
 }

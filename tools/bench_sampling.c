@@ -1,10 +1,12 @@
 /*
  * `ingot bench` cases for the sampling ops (include/ingot/ingot.h, Sampling
  * section), at the spec's shapes:
- *   softmax  B=1 V=151936 and B=64 V=262144 (f32 logits, temperature 0.8)
+ *   softmax  B=1 V=151936 and B=64 V=262144 (f32 logits, temperature 0.8; the
+ *            latter again with bf16 logits)
  *   sample   "masked step": an xgrammar bitmask (half the tokens allowed),
  *            temperature 0.8, the drawn token's final and raw logprob;
- *            B=1 V=151936 and B=64 V=262144
+ *            B=1 V=151936 and B=64 V=262144 (the latter's LLM-like form, below,
+ *            again with bf16 logits)
  *   sample   top-k 50 + top-p 0.9 (temperature 1), B=1 and B=64, V=151936
  *            (the dense kernel's small top-k path; the general kernel is
  *            launched too and finds no row of its own)
@@ -53,6 +55,7 @@ typedef struct sampling_params {
   int llm_like;    /* logits shaped like a language model's (see llm_logit) */
   int top_final;   /* CASE_TOPN: the final distribution's top-n (else the raw one's) */
   int no_mask;     /* CASE_TOPN: no bitmask */
+  int bf16;        /* bf16 logits (else f32) */
 } sampling_params;
 
 typedef struct sampling_state {
@@ -60,13 +63,15 @@ typedef struct sampling_state {
   int slots;
   int64_t words;
   /* bench memory, [slots][...] */
-  float *logits, *probs, *temperature, *top_p, *lp, *raw_lp;
+  void *logits; /* f32 or bf16 */
+  float *probs, *temperature, *top_p, *lp, *raw_lp;
   int32_t *top_k, *tokens, *top_ids; /* top_ids, top_lp: [B, kTopN] */
   float *top_lp;
   uint64_t *seed;
   uint32_t *allowed, *status;
   /* host copies of slot 0 */
-  float *h_logits, *h_temperature, *h_top_p;
+  void *h_logits;
+  float *h_temperature, *h_top_p;
   int32_t *h_top_k;
   uint64_t *h_seed;
   uint32_t *h_allowed;
@@ -92,6 +97,10 @@ static float llm_logit(bench_rng *r) {
 
 static int64_t num_top_of(const sampling_params *p) { return p->kind == CASE_TOPN ? kTopN : 0; }
 
+static ingot_dtype logits_dtype(const sampling_params *p) {
+  return p->bf16 ? INGOT_DTYPE_BF16 : INGOT_DTYPE_F32;
+}
+
 /* The masked step's outputs: both log-probabilities. */
 static int masked_kind(int kind) { return kind == CASE_MASKED || kind == CASE_TOPN; }
 
@@ -102,11 +111,13 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   memset(s, 0, sizeof *s);
   s->p = *p;
   const int64_t B = p->batch, V = p->vocab;
+  const size_t esize = p->bf16 ? 2 : 4;
+  const char *dname = p->bf16 ? "bf16" : "f32";
   s->words = (V + 31) / 32;
-  double logits_bytes = 4.0 * (double)(B * V);
+  double logits_bytes = (double)esize * (double)(B * V);
   s->slots = bench_slots_for(env, logits_bytes);
   const size_t S = (size_t)s->slots;
-  s->logits = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)(B * V) * 4);
+  s->logits = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)(B * V) * esize);
   s->allowed = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)(B * s->words) * 4);
   s->seed = bench_alloc(env, BENCH_MEM_DEVICE, S * (size_t)B * 8);
   s->temperature = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)B * 4);
@@ -120,7 +131,7 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   s->top_lp = bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * kTopN) * 4);
   s->probs = p->kind == CASE_SOFTMAX ? bench_alloc(env, BENCH_MEM_DEVICE, (size_t)(B * V) * 4)
                                      : NULL;
-  s->h_logits = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * V) * 4);
+  s->h_logits = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * V) * esize);
   s->h_allowed = bench_alloc(env, BENCH_MEM_HOST, (size_t)(B * s->words) * 4);
   s->h_seed = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 8);
   s->h_temperature = bench_alloc(env, BENCH_MEM_HOST, (size_t)B * 4);
@@ -145,12 +156,17 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   /* slot 0 last, so that the host copies hold slot 0 */
   for (int slot = s->slots - 1; slot >= 0; slot--) {
     bench_rng rng = bench_rng_seed("sampling", (uint64_t)slot * 1000 + (uint64_t)p->kind);
-    for (int64_t i = 0; i < B * V; i++)
-      s->h_logits[i] = p->llm_like ? llm_logit(&rng) : 3.0f * normalish(&rng);
+    for (int64_t i = 0; i < B * V; i++) {
+      const float v = p->llm_like ? llm_logit(&rng) : 3.0f * normalish(&rng);
+      if (p->bf16)
+        ((uint16_t *)s->h_logits)[i] = bench_bf16_of(v);
+      else
+        ((float *)s->h_logits)[i] = v;
+    }
     for (int64_t i = 0; i < B * s->words; i++) s->h_allowed[i] = (uint32_t)bench_rand(&rng);
     for (int64_t r = 0; r < B; r++) s->h_seed[r] = bench_rand(&rng);
-    if (bench_upload(env, s->logits + (size_t)slot * (size_t)(B * V), s->h_logits,
-                     (size_t)(B * V) * 4) ||
+    if (bench_upload(env, (char *)s->logits + (size_t)slot * (size_t)(B * V) * esize, s->h_logits,
+                     (size_t)(B * V) * esize) ||
         bench_upload(env, s->allowed + (size_t)slot * (size_t)(B * s->words), s->h_allowed,
                      (size_t)(B * s->words) * 4) ||
         bench_upload(env, s->seed + (size_t)slot * (size_t)B, s->h_seed, (size_t)B * 8))
@@ -158,28 +174,29 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   }
   ingot_status st =
       p->kind == CASE_SOFTMAX
-          ? ingot_sampling_softmax_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, &s->ws_bytes)
-          : ingot_sample_workspace_size(env->ctx, B, V, INGOT_DTYPE_F32, num_top_of(p),
+          ? ingot_sampling_softmax_workspace_size(env->ctx, B, V, logits_dtype(p), &s->ws_bytes)
+          : ingot_sample_workspace_size(env->ctx, B, V, logits_dtype(p), num_top_of(p),
                                         &s->ws_bytes);
   if (bench_status(env, env->ctx, st, "workspace size")) return BENCH_FAIL;
   if (s->ws_bytes && !(s->ws = bench_alloc(env, BENCH_MEM_DEVICE, s->ws_bytes))) return BENCH_FAIL;
   info->slots = s->slots;
   info->bytes_device = logits_bytes;
   if (p->kind == CASE_SOFTMAX) {
-    info->bytes_device += logits_bytes;
-    snprintf(info->floor_note, sizeof info->floor_note, "logits read + probs written (f32)");
+    info->bytes_device += 4.0 * (double)(B * V);
+    snprintf(info->floor_note, sizeof info->floor_note, "logits (%s) read + probs (f32) written",
+             dname);
   } else if (masked_kind(p->kind) && !p->no_mask) {
     info->bytes_device += 4.0 * (double)(B * s->words);
-    snprintf(info->floor_note, sizeof info->floor_note, "logits (f32) + bitmask read");
+    snprintf(info->floor_note, sizeof info->floor_note, "logits (%s) + bitmask read", dname);
   } else {
-    snprintf(info->floor_note, sizeof info->floor_note, "logits read (f32)");
+    snprintf(info->floor_note, sizeof info->floor_note, "logits read (%s)", dname);
   }
   *state = s;
   return BENCH_OK;
 }
 
 /* One call on ctx over the given buffers (device or host). */
-static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, const float *logits,
+static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, const void *logits,
                                   const uint32_t *allowed, const uint64_t *seed,
                                   const float *temperature, const int32_t *top_k,
                                   const float *top_p, float *probs, int32_t *tokens,
@@ -187,7 +204,7 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
                                   float *top_lp, void *ws, size_t ws_bytes,
                                   struct CUstream_st *stream) {
   const int64_t B = s->p.batch, V = s->p.vocab;
-  ingot_tensor tl = ingot_tensor_2d((void *)logits, INGOT_DTYPE_F32, B, V, V);
+  ingot_tensor tl = ingot_tensor_2d((void *)logits, logits_dtype(&s->p), B, V, V);
   ingot_tensor tA = ingot_tensor_2d((void *)allowed, INGOT_DTYPE_U32, B, s->words, s->words);
   ingot_tensor tS = ingot_tensor_1d((void *)seed, INGOT_DTYPE_U64, B);
   ingot_tensor tT = ingot_tensor_1d((void *)temperature, INGOT_DTYPE_F32, B);
@@ -219,7 +236,8 @@ static ingot_status sampling_call(ingot_context_t ctx, const sampling_state *s, 
 static ingot_status sampling_run(bench_env *env, void *state, int slot) {
   sampling_state *s = state;
   const int64_t B = s->p.batch, V = s->p.vocab;
-  return sampling_call(env->ctx, s, s->logits + (size_t)slot * (size_t)(B * V),
+  const size_t esize = s->p.bf16 ? 2 : 4;
+  return sampling_call(env->ctx, s, (char *)s->logits + (size_t)slot * (size_t)(B * V) * esize,
                        s->allowed + (size_t)slot * (size_t)(B * s->words),
                        s->seed + (size_t)slot * (size_t)B, s->temperature, s->top_k, s->top_p,
                        s->probs, s->tokens, s->status, s->lp, s->raw_lp, s->top_ids, s->top_lp,
@@ -255,9 +273,10 @@ static int sampling_check(bench_env *env, void *state) {
   float *got = bench_alloc(env, BENCH_MEM_HOST, (out_floats + 3 * (size_t)B + 2 * top) * 4);
   float *want = bench_alloc(env, BENCH_MEM_HOST, (out_floats + 3 * (size_t)B + 2 * top) * 4);
   size_t ws_bytes = 0;
-  st = softmax ? ingot_sampling_softmax_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, &ws_bytes)
-               : ingot_sample_workspace_size(env->ref, B, V, INGOT_DTYPE_F32, num_top_of(&s->p),
-                                             &ws_bytes);
+  st = softmax ? ingot_sampling_softmax_workspace_size(env->ref, B, V, logits_dtype(&s->p),
+                                                       &ws_bytes)
+               : ingot_sample_workspace_size(env->ref, B, V, logits_dtype(&s->p),
+                                             num_top_of(&s->p), &ws_bytes);
   void *ws = bench_alloc(env, BENCH_MEM_HOST, ws_bytes);
   if (!got || !want || !ws || bench_status(env, env->ref, st, "reference workspace size"))
     return BENCH_FAIL;
@@ -302,56 +321,59 @@ void bench_sampling_register(bench_registry *reg) {
     int kind;
     int64_t B, V;
     const char *op, *name;
-    int off_tensors, llm_like, top_final, no_mask;
+    int off_tensors, llm_like, top_final, no_mask, bf16;
   } cases[] = {
-      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0, 0, 0, 0},
-      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0, 0, 0, 0},
-      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0, 0, 0, 0},
-      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0, 0, 0, 0},
-      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0, 0, 0, 0},
+      {CASE_SOFTMAX, 1, 4096, "softmax", "B=1 V=4096 f32 (fixed cost)", 0, 0, 0, 0, 0},
+      {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32", 0, 0, 0, 0, 0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32", 0, 0, 0, 0, 0},
+      {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 bf16", 0, 0, 0, 0, 1},
+      {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs B=1 V=151936", 0, 0, 0, 0, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step + logprobs B=64 V=262144", 0, 0, 0, 0, 0},
       /* the same with logits shaped like a language model's: the draw's
        * filter leaves ~0.2% of the tokens (the rows above: ~all allowed) */
       {CASE_MASKED, 1, 151936, "sample", "masked step + logprobs, LLM-like logits B=1 V=151936",
-       0, 1, 0, 0},
+       0, 1, 0, 0, 0},
       {CASE_MASKED, 64, 262144, "sample",
-       "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1, 0, 0},
-      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
-      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
+       "masked step + logprobs, LLM-like logits B=64 V=262144", 0, 1, 0, 0, 0},
+      {CASE_MASKED, 64, 262144, "sample",
+       "masked step + logprobs, LLM-like logits B=64 V=262144 bf16", 0, 1, 0, 0, 1},
+      {CASE_TOPK_TOPP, 1, 151936, "sample", "top-k 50 + top-p 0.9 B=1 V=151936", 0, 0, 0, 0, 0},
+      {CASE_TOPK_TOPP, 64, 151936, "sample", "top-k 50 + top-p 0.9 B=64 V=151936", 0, 0, 0, 0, 0},
       /* top-p alone: the dense kernel's nucleus rows, drawn there (LLM-like
        * logits) or handed to the general kernel (the stress logits) */
-      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9, LLM-like logits B=1 V=151936", 0, 1, 0, 0},
-      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9, LLM-like logits B=64 V=151936", 0, 1, 0, 0},
-      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0, 0, 0},
-      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0, 0, 0},
+      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9, LLM-like logits B=1 V=151936", 0, 1, 0, 0, 0},
+      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9, LLM-like logits B=64 V=151936", 0, 1, 0, 0, 0},
+      {CASE_TOPP, 1, 151936, "sample", "top-p 0.9 B=1 V=151936", 0, 0, 0, 0, 0},
+      {CASE_TOPP, 64, 151936, "sample", "top-p 0.9 B=64 V=151936", 0, 0, 0, 0, 0},
       /* top-n outputs: the dense kernel's top-n kernel (a raw top-n with a
        * bitmask reads the logits again) */
       {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + raw top-8 B=1 V=151936", 0, 1,
-       0, 0},
+       0, 0, 0},
       {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + raw top-8 B=64 V=262144", 0,
-       1, 0, 0},
+       1, 0, 0, 0},
       {CASE_TOPN, 1, 151936, "sample", "masked step + logprobs + final top-8 B=1 V=151936", 0, 1,
-       1, 0},
+       1, 0, 0},
       {CASE_TOPN, 64, 262144, "sample", "masked step + logprobs + final top-8 B=64 V=262144", 0,
-       1, 1, 0},
+       1, 1, 0, 0},
       {CASE_TOPN, 1, 151936, "sample", "step + logprobs + raw top-8, no mask B=1 V=151936", 0, 1,
-       0, 1},
+       0, 1, 0},
       {CASE_TOPN, 64, 262144, "sample", "step + logprobs + raw top-8, no mask B=64 V=262144", 0,
-       1, 0, 1},
+       1, 0, 1, 0},
       /* the same work with top_k / top_p tensors passed, every row off: the
        * dense kernel for the rows, then the general one finding none */
       {CASE_SOFTMAX, 1, 151936, "softmax", "B=1 V=151936 f32, filter tensors all off", 1, 0, 0,
-       0},
+       0, 0},
       {CASE_SOFTMAX, 64, 262144, "softmax", "B=64 V=262144 f32, filter tensors all off", 1, 0,
-       0, 0},
-      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1, 0,
-       0, 0},
-      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1,
        0, 0, 0},
+      {CASE_MASKED, 1, 151936, "sample", "masked step B=1 V=151936, filter tensors all off", 1, 0,
+       0, 0, 0},
+      {CASE_MASKED, 64, 262144, "sample", "masked step B=64 V=262144, filter tensors all off", 1,
+       0, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sampling_params p = {cases[i].kind,      cases[i].B,         cases[i].V,
                          cases[i].off_tensors, cases[i].llm_like, cases[i].top_final,
-                         cases[i].no_mask};
+                         cases[i].no_mask,     cases[i].bf16};
     bench_add(reg, "sampling", cases[i].op, cases[i].name, &sampling_ops, &p, sizeof p);
   }
 }
