@@ -903,9 +903,9 @@ static int test_draw_segments(void) {
   return 0;
 }
 
-/* The dense kernels differ in shared memory: kDenseSample's f32 rows keep
- * 8 KB of candidate lists, the selection kernels (top-n, small top-k) a
- * 16-bit stage as long as the block's chunk. At V = 700000 with the raw
+/* The dense kernels differ in shared memory: kDenseSample keeps 8 KB of
+ * candidate lists, the selection kernels (top-n, small top-k) a 16-bit
+ * scratch as long as the block's chunk. At V = 700000 with the raw
  * log-probability (too large for the general kernel), a plain f32 step
  * fits kDenseSample on a device with 16-block clusters and about 227 KB a
  * block (H100, H200) and equals the CPU; its top-n and top-k forms fit

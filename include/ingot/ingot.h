@@ -755,7 +755,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * (sm_90; one block before) holding the row in shared memory, so V is
  * bounded by the device: on an H200 about 800k tokens, and with the raw
  * outputs of ingot_sample 400k on the general kernel, 600k on the dense
- * one (860k for f32 logits in a call without filters or top-n); on
+ * one (860k in a call without filters or top-n); on
  * pre-Hopper GPUs (one block a row) about 34k (17k with the raw outputs) on
  * an A100, so typical LLM vocabularies need sm_90 for now; larger V
  * returns NOT_SUPPORTED before launch. Two kernels; which one

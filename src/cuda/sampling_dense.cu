@@ -87,17 +87,14 @@ constexpr int kCandCap = 256;            /* a warp's list of draw candidates (16
  * with top-n outputs (rows without a filter, a.small_k = 0). */
 enum DenseMode { kDenseSoftmax = 0, kDenseSample = 1, kDenseSampleTop = 2, kDenseSampleFilter = 3 };
 
-/* The 16-bit area after the block's values (dense_smem_bytes), in 16-bit
- * units: the 16-bit logits as loaded (chunk); in the sampling modes, the
- * draw's candidate lists, and in kDenseSampleTop and kDenseSampleFilter the
- * small top-k's keys (chunk: ingot_cuda_sampling_dense_small_k).
- * kDenseSample's lists take kCandCap a warp: its f32 rows need 8 KB instead
- * of chunk * 2 bytes, 70 KB a block at V = 262144, three blocks a SM. */
-__host__ __device__ constexpr int dense_stage_len(int mode, bool f32, int chunk) {
-  return mode == kDenseSoftmax ? (f32 ? 0 : chunk)
-         : mode != kDenseSample ? chunk
-         : !f32 && chunk > kDenseWarps * kCandCap ? chunk
-                                                  : kDenseWarps * kCandCap;
+/* The scratch area after the block's values (dense_smem_bytes), in 16-bit
+ * units: kDenseSample's candidate lists (kCandCap a warp), the selection
+ * kernels' lists as long as the chunk (also the small top-k's keys:
+ * ingot_cuda_sampling_dense_small_k). 16-bit logits are staged in place
+ * (the kernel), so the dtype does not matter: at V = 262144 a block of the
+ * softmax takes 66 KB, of kDenseSample 74 KB, three blocks a SM. */
+__host__ __device__ constexpr int dense_scratch_len(int mode, int chunk) {
+  return mode == kDenseSoftmax ? 0 : mode == kDenseSample ? kDenseWarps * kCandCap : chunk;
 }
 
 /* SamplingArgs (sampling_common.cuh); chunk is a multiple of kChunkUnit,
@@ -884,8 +881,8 @@ __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, in
 
 /* Blocks per SM the registers must allow: three for the softmax and the
  * plain sample (64 KB rows at V = 262144, with 8 KB of candidate lists for
- * the sample's f32 rows: dense_stage_len), two for the kernels with a
- * selection (their stage holds a row of 16-bit keys). */
+ * the sample: dense_scratch_len), two for the kernels with a selection
+ * (their scratch holds a row of 16-bit keys; at 40 registers they spill). */
 template <int kMode, int kDtype>
 __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     dense_kernel(const DenseArgs a) {
@@ -902,14 +899,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
    * every access (docs/perf-notes.md, sessions 11, 13 and 14). */
   constexpr bool kNucleus = kMode == kDenseSampleFilter;
   /* dynamic shared memory (dense_smem_bytes): the block's values sv
-   * [chunk] f32; stage16 [dense_stage_len] u16, the 16-bit logits as loaded,
-   * later the draw's candidates (kCandCap a warp) or the small top-k's keys;
-   * the bitmask words [chunk / 32] */
+   * [chunk] f32; scratch [dense_scratch_len] u16, the draw's candidates or
+   * the small top-k's keys; the bitmask words [chunk / 32] */
   extern __shared__ float4 dense_smem[];
   float *sv = reinterpret_cast<float *>(dense_smem);
-  uint16_t *stage16 = reinterpret_cast<uint16_t *>(sv + a.chunk);
-  uint16_t *cand = stage16;
-  uint32_t *swords = reinterpret_cast<uint32_t *>(stage16 + dense_stage_len(kMode, f32, a.chunk));
+  uint16_t *scratch = reinterpret_cast<uint16_t *>(sv + a.chunk);
+  uint16_t *cand = scratch;
+  uint32_t *swords = reinterpret_cast<uint32_t *>(scratch + dense_scratch_len(kMode, a.chunk));
   __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
   __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
   __shared__ SmallKShared small_sh;
@@ -923,6 +919,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   const int region = a.chunk / kDenseWarps; /* tokens of a warp, a multiple of 32 */
   const int wlo = warp * region;
   const int wend = wlo + region;
+  /* 16-bit logits are copied IN PLACE: token j (of this warp's window) at
+   * stage16[j], the upper half of the window's bytes in sv. Converting a
+   * group at offset o of the window overwrites the staged groups near 2 o -
+   * region, below o: pass 1 reads a round of groups, waits for the warp
+   * (__syncwarp), then stores them, so every group it overwrites has been
+   * read (in this round or an earlier one). */
+  const uint16_t *stage16 = reinterpret_cast<const uint16_t *>(sv) + wlo + region;
   const bool rank0 = crank == 0;
   constexpr size_t esize = f32 ? 4 : 2;
   const void *row =
@@ -960,7 +963,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     if (f32)
       cp_async<16>(sv + j, static_cast<const float *>(row) + j);
     else
-      cp_async<8>(stage16 + j, static_cast<const uint16_t *>(row) + j);
+      cp_async<8>(const_cast<uint16_t *>(stage16) + j, static_cast<const uint16_t *>(row) + j);
   }
   if (words)
     for (int w = threadIdx.x; w < (n + 31) / 32; w += kDenseThreads)
@@ -1000,10 +1003,15 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   with_fast(raw_t.fast, [&](auto fast) {
     constexpr bool kFast = decltype(fast)::value;
     if (lists) {
-      /* the lists touch any token: the raw logits as fp32 first */
-      for (int j = wlo + 4 * lane; j < wend; j += 128) {
+      /* the lists touch any token: the raw logits as fp32 first (16-bit
+       * ones in rounds of the warp: see stage16) */
+      const int jround = f32 ? wlo + 4 * lane : wlo; /* f32: each thread its own groups */
+      for (int j0 = jround; j0 < wend; j0 += 128) {
+        const int j = f32 ? j0 : j0 + 4 * lane;
         float x[4];
-        fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+        if (j < wend) fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
+        if (!f32) __syncwarp();
+        if (j >= wend) continue;
         if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
         *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
       }
@@ -1019,14 +1027,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
        * again by the exact rule (rare) */
       const int jend = min(wend, jfull);
       float seen = -INFINITY;
-      for (; j < jend; j += 128) {
-        float x[4];
-        if (f32) {
-          const float4 q = *reinterpret_cast<const float4 *>(sv + j);
-          x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
-        } else {
-          fetch4(dtype, row, sv, stage16, true, j, n, x);
-        }
+      const auto group = [&](float x[4]) { /* all but the store */
         if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
         seen = max_nan(seen, max_nan(max_nan(x[0], x[1]), max_nan(x[2], x[3])));
         if (words) {
@@ -1035,7 +1036,25 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
           for (int e = 0; e < 4; e++) x[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
         }
         track4<kSum, kFast>(x, j, raw_t, bm, bj, ms);
-        if (in_place) *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+      };
+      if (f32) {
+        for (; j < jend; j += 128) {
+          const float4 q = *reinterpret_cast<const float4 *>(sv + j);
+          float x[4] = {q.x, q.y, q.z, q.w};
+          group(x);
+          if (in_place) *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+        }
+      } else { /* in rounds of the warp (see stage16); j stops at its first group >= jend */
+        for (int j0 = wlo; j0 < jend; j0 += 128) {
+          const bool mine = j < jend;
+          float x[4];
+          if (mine) fetch4(dtype, row, sv, stage16, true, j, n, x);
+          __syncwarp();
+          if (!mine) continue;
+          group(x);
+          *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
+          j += 128;
+        }
       }
       redo = !(seen < INFINITY);
     }
@@ -1104,7 +1123,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
   unsigned long long best = 0ull;
   if (kMode != kDenseSample && soft && small && !kNucleus) {
-    small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
+    small_k_draw(sv, reinterpret_cast<unsigned long long *>(scratch), small_sh, lo, wlo, wend, m,
                  div_t, top_k, top_p, min_p, seed, position, 0.0, bm, bi);
   } else if (soft && nucleus) { /* the row's mass, for top-p's total */
     with_fast(div_t.fast, [&](auto fast) {
@@ -1256,7 +1275,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     if (soft && !small) token = best_id(fin.best);
   }
   if (draw_late && !handed_off) /* k = small_k and the row's mass for a nucleus row */
-    small_k_draw(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo, wend, m,
+    small_k_draw(sv, reinterpret_cast<unsigned long long *>(scratch), small_sh, lo, wlo, wend, m,
                  div_t, nucleus ? a.small_k : top_k, top_p, min_p, seed, position,
                  nucleus ? mass : 0.0, bm, bi);
   /* block 0's thread 0 (of warp 0, which ran the last step) writes the outputs */
@@ -1299,7 +1318,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
       __syncthreads();
       /* the raw values: sv's own where nothing masked or changed a token */
       const bool reread = !top_final && (words || lists);
-      small_k_select(sv, reinterpret_cast<unsigned long long *>(stage16), small_sh, lo, wlo,
+      small_k_select(sv, reinterpret_cast<unsigned long long *>(scratch), small_sh, lo, wlo,
                      wend, top_final ? m : st.raw_max, raw_t, (int)a.out.num_top, false, 0, 0, bm,
                      bi, reread ? row : nullptr, dtype, n);
       const double log_z = log(top_final ? mass : raw_sum);
@@ -1325,9 +1344,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
 }
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
-size_t dense_smem_bytes(int mode, ingot_dtype dtype, int chunk) {
-  return (size_t)chunk * 4 + (size_t)dense_stage_len(mode, dtype == INGOT_DTYPE_F32, chunk) * 2 +
-         (size_t)chunk / 8;
+size_t dense_smem_bytes(int mode, int chunk) {
+  return (size_t)chunk * 4 + (size_t)dense_scratch_len(mode, chunk) * 2 + (size_t)chunk / 8;
 }
 
 }  // namespace
@@ -1425,7 +1443,7 @@ bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
   return chunk <= 65536 &&
-         dense_smem_bytes(mode, in->dtype, chunk) <= (size_t)ctx->sampling_dense_smem &&
+         dense_smem_bytes(mode, chunk) <= (size_t)ctx->sampling_dense_smem &&
          in->batch * c <= INT_MAX;
 }
 
@@ -1445,7 +1463,7 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[2];
   cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * c), kDenseThreads,
-                        dense_smem_bytes(kMode, args.in.dtype, chunk), stream, c > 1 ? c : 0,
+                        dense_smem_bytes(kMode, chunk), stream, c > 1 ? c : 0,
                         ctx->cc_major >= 9);
   INGOT_CUDA_TRY(ctx, op,
                  cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));

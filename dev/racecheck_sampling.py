@@ -1,0 +1,32 @@
+"""A few dense sampling launches for compute-sanitizer's racecheck (shared
+memory hazards: the in-place 16-bit staging, the candidate lists' segments),
+small enough to finish under it:
+  INGOT_LIBRARY=build/libingot.so PYTHONPATH=python \\
+    compute-sanitizer --tool racecheck --racecheck-report all python3 dev/racecheck_sampling.py
+Each dtype at V = 151936 (a warp's window is not a multiple of 128 tokens)
+and 262144: a softmax, a masked step with both log-probabilities, and the
+same with a bias and a ban (the lists' load loop)."""
+import torch
+
+import ingot
+
+with ingot.Context("cuda") as ctx:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        for V in (151936, 262144):
+            B = 2
+            logits = (3.0 * torch.randn(B, V, device="cuda", generator=g)).to(dt)
+            words = (V + 31) // 32
+            allowed = torch.randint(-2**31, 2**31 - 1, (B, words), device="cuda",
+                                    dtype=torch.int32, generator=g)
+            ingot.sampling_softmax(ctx, logits, temperature=0.8)
+            for lists in (False, True):
+                cuda = dict(device="cuda")
+                extra = dict(banned=torch.tensor([[0, 5], [1, 7]], dtype=torch.int32, **cuda),
+                             bias_ids=torch.tensor([[0, 9]], dtype=torch.int32, **cuda),
+                             bias_values=torch.tensor([2.0], dtype=torch.float32, **cuda)
+                             ) if lists else {}
+                ingot.sample(ctx, logits, temperature=0.8, seed=7, position=3, allowed=allowed,
+                             logprobs=True, raw_logprobs=True, **extra)
+    torch.cuda.synchronize()
+print("racecheck_sampling: done")
