@@ -420,6 +420,16 @@ static void compare(const batch *b, const result *c, const result *g, tally *t, 
   }
 }
 
+/* ingot_sample of b on both backends, compared (compare). */
+static void sample_compared(const batch *b, tally *t, const char *what) {
+  result c, g;
+  alloc_result(&c, b), alloc_result(&g, b);
+  EXPECT_OK(cpu, run_batch(cpu, b, 0, &c));
+  EXPECT_OK(gpu, run_batch(gpu, b, 0, &g));
+  compare(b, &c, &g, t, what);
+  free_result(&c), free_result(&g);
+}
+
 /* ---- tests ------------------------------------------------------------------------------ */
 
 static int test_sample_vs_cpu(void) {
@@ -435,16 +445,12 @@ static int test_sample_vs_cpu(void) {
                  num_top);
       if (b.no_filters && test_rand() % 4) b.num_top = num_top = 0;
       b.want_logprobs = test_rand() % 3 != 0; /* a third: tokens only */
-      result c, g;
-      alloc_result(&c, &b), alloc_result(&g, &b);
-      EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
-      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
       char what[96];
       snprintf(what, sizeof what, "sample B=%lld V=%lld dtype %d top %lld%s", (long long)b.B,
                (long long)b.V, (int)b.dtype, (long long)num_top,
                b.no_filters ? " (no filter tensors)" : "");
-      compare(&b, &c, &g, &t, what);
-      free_result(&c), free_result(&g), free_batch(&b);
+      sample_compared(&b, &t, what);
+      free_batch(&b);
     }
   printf("  sample: %lld rows, %lld with top-p, tokens differing from the CPU: %lld (%.3g%% of "
          "top-p rows)\n",
@@ -890,14 +896,10 @@ static int test_draw_segments(void) {
         set_logit(&b, r, i, v);
       }
     }
-    result c, g;
-    alloc_result(&c, &b), alloc_result(&g, &b);
-    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
-    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
     char what[80];
     snprintf(what, sizeof what, "draw segments V=%lld dtype %d", (long long)b.V, (int)b.dtype);
-    compare(&b, &c, &g, &t, what);
-    free_result(&c), free_result(&g), free_batch(&b);
+    sample_compared(&b, &t, what);
+    free_batch(&b);
   }
   EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
   return 0;
@@ -1055,15 +1057,11 @@ static int test_top_n(void) {
             if (r == 2 && test_rand() % 97 == 0) set_logit(&b, r, i, NAN);
           }
         }
-        result c, g;
-        alloc_result(&c, &b), alloc_result(&g, &b);
-        EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
-        EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
         char what[96];
         snprintf(what, sizeof what, "top-n V=%lld n=%lld variant %d", (long long)b.V,
                  (long long)ns[k], variant);
-        compare(&b, &c, &g, &t, what);
-        free_result(&c), free_result(&g), free_batch(&b);
+        sample_compared(&b, &t, what);
+        free_batch(&b);
       }
   EXPECT(t.token_diffs == 0 && t.other_diffs == 0, "tokens differ from the CPU");
   return 0;
@@ -1129,14 +1127,10 @@ static int test_nucleus_rows(void) {
         b.min_p[r] = (float[]){0.0f, 0.1f, 0.0f, 0.0f, 0.0f, 0.3f, 0.0f, 0.5f, 0.2f, 0.0f, 0.0f,
                                0.0f, 0.0f, 0.05f, 0.0f, 0.3f}[r];
       }
-      result c, g;
-      alloc_result(&c, &b), alloc_result(&g, &b);
-      EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
-      EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
       char what[64];
       snprintf(what, sizeof what, "nucleus rows V=%lld", (long long)V);
-      compare(&b, &c, &g, &t, what);
-      free_result(&c), free_result(&g), free_batch(&b);
+      sample_compared(&b, &t, what);
+      free_batch(&b);
     }
   printf("  nucleus rows: %lld, %lld with top-p, tokens differing from the CPU: %lld\n",
          (long long)t.rows, (long long)t.topp_rows, (long long)t.token_diffs);
@@ -1204,14 +1198,10 @@ static int test_rounding_ties(void) {
       b.temperature[r] = T;
       if (variant == 3) b.top_k[r] = (int32_t[]){33, 50, 64}[r % 3], b.top_p[r] = 1.0f;
     }
-    result c, g;
-    alloc_result(&c, &b), alloc_result(&g, &b);
-    EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
-    EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
     char what[64];
     snprintf(what, sizeof what, "rounding ties, variant %d", variant);
-    compare(&b, &c, &g, &t, what);
-    free_result(&c), free_result(&g), free_batch(&b);
+    sample_compared(&b, &t, what);
+    free_batch(&b);
   }
   free(used);
   EXPECT(ties >= 4 * B * 20, "only %lld tied pairs: the run no longer ties", (long long)ties);
