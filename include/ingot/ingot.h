@@ -754,8 +754,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * workspace (the queries return 0). A row is processed by a cluster of up to 16 thread blocks
  * (sm_90; one block before) holding the row in shared memory, so V is
  * bounded by the device: on an H200 about 800k tokens, and with the raw
- * outputs of ingot_sample 400k on the general kernel, 600k on the dense
- * one (860k in a call without filters or top-n); on
+ * outputs of ingot_sample 400k on the general kernel, 580k on the dense
+ * one (830k in a call without filters or top-n); on
  * pre-Hopper GPUs (one block a row) about 34k (17k with the raw outputs) on
  * an A100, so typical LLM vocabularies need sm_90 for now; larger V
  * returns NOT_SUPPORTED before launch. Two kernels; which one
