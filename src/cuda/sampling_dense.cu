@@ -441,7 +441,7 @@ __device__ __forceinline__ void mask4(float x[4], uint32_t bits, bool &nan) {
  *   2. every block: its t = ceil(2k / C) largest thread maxima (ranked by
  *      counting among the warps' t largest); after a cluster barrier, L = the
  *      k-th largest of the C lists' keys. At least k keys are >= L;
- *   3. every block: its keys >= L into a list in its 16-bit stage (s by
+ *   3. every block: its keys >= L into a list in its scratch (s by
  *      div_exact only for the x above x_floor(L), the few that can reach L);
  *      after a cluster barrier, every block reads the C counts. If some list
  *      would overflow (the row's largest values crowded into few blocks),
@@ -582,8 +582,8 @@ __device__ void raw_reload(float *sv, const void *raw_row, int wlo, int wend, in
  * it, so a change here moves the calling kernels' hot loops by a few
  * instructions and their time by ~1% (docs/perf-notes.md, sessions 12-13);
  * kDenseSample does not call it.
- * stage, the 16-bit stage (chunk * 2 bytes, at least C * kSmallK keys:
- * ingot_cuda_sampling_dense_small_k), is scratch. In block 0 the set is left
+ * stage, the block's scratch (chunk * 2 bytes, at least C * kSmallK keys:
+ * ingot_cuda_sampling_dense_small_k). In block 0 the set is left
  * in sh.top (rank order; 0 past the last candidate) and sh.s, with `draw`
  * also each token's portable exp sh.w and draw key sh.key; the other blocks
  * return after step 3 (block 0 reads their lists until the caller's next
@@ -1141,7 +1141,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
     /* this warp's candidates (offsets in the block): kCandCap of them in
      * kDenseSample (so that three blocks fit a SM), drawn in segments; as
-     * many as its tokens in the other modes, whose stage has room for them
+     * many as its tokens in the other modes, whose scratch has room for them
      * (segments cost their register allocation spills) */
     constexpr bool kSegments = kMode == kDenseSample;
     uint16_t *wcand = cand + (kSegments ? warp * kCandCap : wlo);
@@ -1476,7 +1476,7 @@ int ingot_cuda_sampling_dense_small_k(const struct ingot_context *ctx,
                                       const ingot_sampling_input *in) {
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
-  /* small_k_draw's buffers: the C lists of k keys in the 16-bit stage (chunk
+  /* small_k_draw's buffers: the C lists of k keys in the block's scratch (chunk
    * * 2 bytes); in its second pass at most k threads hold candidates, each
    * at most 4 per 128 tokens of its warp's region, which the stage (chunk /
    * 4 keys) and block 0's sv (chunk / 2) must hold. The largest k (a power of
