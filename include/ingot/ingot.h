@@ -773,7 +773,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     rank order), min-p and draw on it, so not even a top-p boundary
  *     differs. Other masses use a fast exp (within 3 ulp; a weight e^{s_i}
  *     below 2^-126 counts as 0, so such a probability is 0) and sums in an
- *     order fixed by V and the device.
+ *     order fixed by V and the device; ingot_sampling_softmax sums them as
+ *     exact fixed-point integers (w_i in units of 2^-40), so its sum does
+ *     not depend on the order at all.
  *     Also, in such a call, rows of ingot_sample with top-p and / or min-p
  *     but no top-k whose final set lies within the row's 64 (32) most
  *     probable tokens: the common case of a language model's top-p. The

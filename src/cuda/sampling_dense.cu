@@ -23,10 +23,12 @@
  * and the probabilities written once. Block: 16 warps, warp w owns the
  * contiguous tokens [w * chunk / 16, (w + 1) * chunk / 16) of the block;
  * the whole chunk is copied in with cp.async, every copy in flight at once.
- * ingot_sample: two cluster reductions, (argmax, flags, the raw
- * distribution's max) after the load, then (mass, raw sum, best key).
- * ingot_sampling_softmax: ONE, (argmax, flags, mass) after the load; the
- * mass is summed online (below) and the write pass evaluates the exp again.
+ * Two cluster reductions (cluster_reduce: pushed by st.async into each
+ * block's inbox, no cluster barrier): ingot_sample's (argmax, flags, the
+ * raw distribution's max) after the load, then (mass, raw sum, best key);
+ * ingot_sampling_softmax's (argmax, flags) after the load, then the mass,
+ * summed over the weights w_i that its exp pass stores in place of the
+ * values, so that the write pass is one multiplication a token.
  *
  * What is exact and what is within a tolerance:
  *   - the draw keys s_i + g_i, with s_i = (l_i - m) / T, are the reference's
@@ -37,12 +39,12 @@
  *     masses and the draw's filter;
  *   - the masses (probabilities, log-probabilities) use an FMA exp within
  *     3 ulp (not the portable one; masses below 2^-126 are 0), summed four
- *     at a time in fp32 and then in double, in an order fixed by V and C:
- *     deterministic and batch-invariant, within 1e-6 of the CPU's double
- *     sums. The raw distribution's sum and the softmax's mass run online
- *     per thread (running max, sum rescaled when it grows); the raw sum is
- *     brought to the row's raw maximum once, in the second reduction, the
- *     softmax's mass at each level of its one reduction (ReduceSoft).
+ *     at a time in fp32, then ingot_sample's in double, in an order fixed
+ *     by V and C, and the softmax's as exact fixed-point integers (any
+ *     order gives the same total): deterministic and batch-invariant,
+ *     within 1e-6 of the CPU's double sums. The raw distribution's sum runs
+ *     online per thread (running max, sum rescaled when it grows) and is
+ *     brought to the row's raw maximum once, in the second reduction.
  * Per token the common case costs about a dozen FMA-pipe operations and one
  * hardware 2^x a pass: the division by T reuses one reciprocal (div_fast;
  * dev/cuda/sampling_math.cu checks it and the exp on every input that
@@ -237,69 +239,33 @@ struct ReduceDraw {
   }
 };
 
-/* The softmax's one reduction: the argmax key, the flags, and the mass
- * sum e^((x - max) / T) relative to the partial's own maximum. */
-struct SoftStats {
-  unsigned long long best;
-  double sum;
-  uint32_t flags;
-};
+/* The softmax's mass in FIXED POINT, units of 1 / kMassUnit = 2^-40: every
+ * w = e^((x - max) / T) is <= 1, a group's fp32 sum of four <= 4, so a
+ * row's total stays below 2^42 V <= 2^62 for V < 2^20. Integer sums are
+ * exact, so the total is the same whatever the order of the partial sums;
+ * the grid costs at most 2^-41 a group, under 2^-23 of the total (which is
+ * >= 1: the maximum's own w is 1). */
+constexpr float kMassUnit = 0x1p40f;
 
-/* Over a warp: the maximum first, then each lane's sum brought to it (the
- * mass of its maximum relative to the warp's: within 3 ulp, exactly 1 for
- * the lane that holds it), then the sums added. Three of these (warp,
- * block, cluster) rescale a thread's sum. */
-struct ReduceSoft {
-  Divisor T; /* > 0 (1 for a greedy row, whose sum is not used) */
-  __device__ __forceinline__ SoftStats operator()(SoftStats v) const {
-    const unsigned long long m = warp_max_key(v.best);
-    if (v.best != 0 && v.best != m)
-      v.sum *= (double)mass_of<false>(__fsub_rn(best_value(v.best), best_value(m)), T);
-    v.sum = warp_sum(v.sum);
-    v.flags = __reduce_or_sync(0xffffffffu, v.flags);
-    v.best = m;
-    return v;
-  }
-};
-
-/* Combines one S per thread over the cluster in a fixed order (warp_reduce
- * over each warp, then over the warps, then over the blocks in rank order),
- * so every block gets the same bits whatever the batch. `slot` is this
- * block's published value (read by the other blocks after the cluster
- * barrier: a different slot for each reduction of a launch). `finish`
- * completes the result once a block (warp 0), before the block reads it. */
-struct NoFinish {
-  template <class S>
-  __device__ __forceinline__ S operator()(const S &v) const {
-    return v;
-  }
-};
-
-template <class S, class WarpReduce, class Finish = NoFinish>
-__device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *warp_part,
-                            S *slot, S *result, Finish finish = Finish{}) {
-  const int lane = lane_id(), warp = warp_id();
-  v = warp_reduce(v);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    S x = warp_reduce(lane < kDenseWarps ? warp_part[lane] : identity);
-    if (lane == 0) *slot = x;
-  }
-  cluster_sync();
-  if (warp == 0) {
-    S y = warp_reduce((unsigned)lane < cluster_blocks() ? *remote(slot, (unsigned)lane) : identity);
-    y = finish(y);
-    if (lane == 0) *result = y;
-  }
-  __syncthreads();
-  return *result;
+__device__ __forceinline__ unsigned long long fixed_mass(const float w[4]) {
+  const float s = __fadd_rn(__fadd_rn(w[0], w[1]), __fadd_rn(w[2], w[3]));
+  return __float2ull_rn(__fmul_rn(s, kMassUnit));
 }
 
-/* The end of a launch in two halves: the slots of cluster_reduce were read
- * remotely and their readers are done (the values were used), so no memory
- * ordering is needed: a relaxed arrive as soon as the last reduction is
- * read, the wait for every block of the cluster before the block exits. */
+/* The warp's sum of one fixed-point mass a lane (each < 2^60), on every
+ * lane: three 32-bit reductions of 22-, 22- and 20-bit pieces. */
+struct ReduceMass {
+  __device__ __forceinline__ unsigned long long operator()(unsigned long long v) const {
+    const uint32_t a = __reduce_add_sync(0xffffffffu, (uint32_t)v & 0x3fffffu);
+    const uint32_t b = __reduce_add_sync(0xffffffffu, (uint32_t)(v >> 22) & 0x3fffffu);
+    const uint32_t c = __reduce_add_sync(0xffffffffu, (uint32_t)(v >> 44));
+    return a + ((unsigned long long)b << 22) + ((unsigned long long)c << 44);
+  }
+};
+
+/* A cluster barrier in two halves, without memory ordering: the start of a
+ * launch (reduce_ready: every block runs), and its end after the small
+ * top-k selection, whose lists other blocks read until then. */
 __device__ __forceinline__ void cluster_arrive_relaxed() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -312,6 +278,142 @@ __device__ __forceinline__ void cluster_wait() {
 #else
   __syncthreads();
 #endif
+}
+
+/* Combines one S per thread over the cluster in a fixed order (warp_reduce
+ * over each warp, then over the warps, then over the blocks in rank order),
+ * so every block gets the same bits whatever the batch. The blocks PUSH:
+ * warp 0's lane b stores the block's value into slot [rank] of block b's
+ * inbox by st.async, whose bytes complete a transaction count on block b's
+ * mbarrier; each block waits on its own barrier and every warp folds the
+ * inbox (and applies `finish`). No cluster barrier, no remote load, no
+ * fence: a barrier's phase completes when every block's bytes have landed,
+ * and a block waits for its own inbox before it goes on, so nobody writes
+ * into a block that has left. Each reduction of a launch has a barrier of
+ * its own, set up at the kernel's start (reduce_init, then reduce_ready)
+ * and used once.
+ *
+ * ReduceSpace, the shared memory of a launch's two reductions: a barrier
+ * each, and two areas of 16 values (of up to 24 bytes) used crosswise: the
+ * first's parts in `a` and inbox in `b`, the second's parts in `b` (free
+ * once the first's finish has synchronised the block; the softmax, whose
+ * first has no finish, keeps its second's parts apart) and inbox in `a`
+ * (other blocks write it only after every block has pushed its first
+ * value, so after this block's warp 0 has read the first's parts). Small on
+ * purpose: three blocks a SM of the plain sampler at V = 262144 leave 160
+ * bytes of static shared memory to spare. */
+struct alignas(16) ReduceSpace {
+  unsigned long long a[kDenseWarps * 3], b[kDenseWarps * 3];
+  unsigned long long result[3]; /* a finished first reduction, LoadStats */
+  unsigned long long bar[2];    /* mbarriers: the two inboxes' bytes */
+};
+
+struct NoFinish {
+  template <class S>
+  __device__ __forceinline__ S operator()(const S &v) const {
+    return v;
+  }
+};
+
+template <class F>
+struct kFinishes {
+  static constexpr bool value = true;
+};
+template <>
+struct kFinishes<NoFinish> {
+  static constexpr bool value = false;
+};
+
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ uint32_t cluster_addr(const void *p, unsigned rank) {
+  uint32_t a;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+  return a;
+}
+#endif
+
+/* Thread 0, before reduce_ready: barrier `bar` expects C values of `bytes`. */
+__device__ __forceinline__ void reduce_init(unsigned long long *bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  const uint32_t b = smem_addr(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b),
+               "r"(cluster_blocks() * bytes)
+               : "memory");
+#else
+  (void)bar, (void)bytes;
+#endif
+}
+
+/* Every thread, after thread 0's reduce_init calls: the barriers are
+ * published to the cluster; a cluster_wait must come before the first
+ * cluster_reduce (every block runs and has set up its barriers then). */
+__device__ __forceinline__ void reduce_ready() {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+  cluster_arrive_relaxed();
+}
+
+/* part, inbox: 16 values each (ReduceSpace); result: where warp 0 puts the
+ * finished value (with a Finish only). */
+template <class S, class WarpReduce, class Finish = NoFinish>
+__device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *part, S *inbox,
+                            unsigned long long *bar, S *result = nullptr,
+                            Finish finish = Finish{}) {
+  static_assert(sizeof(S) % 8 == 0 && sizeof(S) <= 24, "pushed as 8-byte words (ReduceSpace)");
+  const int lane = lane_id(), warp = warp_id();
+  const unsigned C = cluster_blocks();
+  v = warp_reduce(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    union {
+      S s;
+      unsigned long long w[sizeof(S) / 8];
+    } y;
+    y.s = warp_reduce(lane < kDenseWarps ? part[lane] : identity);
+#if __CUDA_ARCH__ >= 900
+    if (C > 1 && (unsigned)lane < C) { /* st.async needs a cluster of two or more */
+      const uint32_t dst = cluster_addr(&inbox[cluster_rank()], (unsigned)lane);
+      const uint32_t rbar = cluster_addr(bar, (unsigned)lane);
+#pragma unroll
+      for (int i = 0; i < (int)(sizeof(S) / 8); i++)
+        asm volatile(
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
+                dst + 8 * i),
+            "l"(y.w[i]), "r"(rbar)
+            : "memory");
+    }
+#endif
+    if (C == 1 && lane == 0) inbox[0] = y.s;
+  }
+  if (C == 1) {
+    __syncthreads();
+  } else {
+#if __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; "
+          "selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(smem_addr(bar))
+          : "memory");
+#endif
+  }
+  S y = warp_reduce((unsigned)lane < C ? inbox[lane] : identity);
+  if (!kFinishes<Finish>::value) return y;
+  if (warp == 0) { /* once a block */
+    y = finish(y);
+    if (lane == 0) *result = y;
+  }
+  __syncthreads();
+  return *result;
 }
 
 /* ---- loads ------------------------------------------------------------------------- */
@@ -368,26 +470,21 @@ __device__ __forceinline__ void fetch4(ingot_dtype dtype, const void *row, const
   }
 }
 
-/* A running maximum m over groups of 4 values (ascending) and, kSum, the
- * online sum s = sum e^((x - m) / T), rescaled whenever m grows (-Inf - m4
- * gives a scale of 0; -Inf and NaN masses are 0). Returns whether this
- * group raised m. */
-template <bool kSum, bool kFast>
-__device__ __forceinline__ bool online_add(const float x[4], const Divisor &T, float &m,
+/* A running maximum m over groups of 4 values (ascending) and the online
+ * sum s = sum e^((x - m) / T), rescaled whenever m grows (-Inf - m4 gives a
+ * scale of 0; -Inf and NaN masses are 0). */
+template <bool kFast>
+__device__ __forceinline__ void online_add(const float x[4], const Divisor &T, float &m,
                                            double &s) {
   const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-  const bool grew = m4 > m;
-  if (grew) {
-    if (kSum) s *= (double)mass_of<kFast>(__fsub_rn(m, m4), T);
+  if (m4 > m) {
+    s *= (double)mass_of<kFast>(__fsub_rn(m, m4), T);
     m = m4;
   }
-  if (kSum) {
-    float w[4];
+  float w[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), T);
-    s += sum4(w);
-  }
-  return grew;
+  for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), T);
+  s += sum4(w);
 }
 
 /* The raw distribution (token_raw_logprob) of this thread, online: rm, the
@@ -398,16 +495,14 @@ __device__ __forceinline__ void raw_add(const float x[4], const Divisor &T, floa
   float f[4];
 #pragma unroll
   for (int e = 0; e < 4; e++) f[e] = fabsf(x[e]) < INFINITY ? x[e] : -INFINITY;
-  online_add<true, kFast>(f, T, rm, rs);
+  online_add<kFast>(f, T, rm, rs);
 }
 
-/* The thread's maximum bm over its masked groups (ascending), the first
- * group holding it (bj; the token is found after the pass, first_token)
- * and, kSum (the softmax), the online mass sum ms relative to bm. */
-template <bool kSum, bool kFast>
-__device__ __forceinline__ void track4(const float x[4], int j, const Divisor &T, float &bm,
-                                       int &bj, double &ms) {
-  if (online_add<kSum, kFast>(x, T, bm, ms)) bj = j;
+/* The thread's maximum bm over its masked groups (ascending) and the first
+ * group holding it (bj; the token is found after the pass, first_token). */
+__device__ __forceinline__ void track4(const float x[4], int j, float &bm, int &bj) {
+  const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  if (m4 > bm) bm = m4, bj = j;
 }
 
 /* The first token of group bj of sv equal to bm (the thread's maximum). */
@@ -809,72 +904,79 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
 
 /* ---- the softmax after pass 1 ------------------------------------------------------ */
 
-/* ingot_sampling_softmax after the load: the one cluster reduction, then
- * p_i = e^((x_i - max) / T) * fp32(1 / Z) for the thread's groups (sv: the
- * block's masked values), one-hot for a greedy row, zeros for an empty row.
- * bm, bi, ms: the thread's maximum, its token and its online mass sum
- * (track4, groups in ascending order). The exp is evaluated again here
- * rather than stored by pass 1: a second reduction (for the maximum before
- * the masses) costs more than the arithmetic. */
+/* ingot_sampling_softmax after the first reduction (st: the row's argmax
+ * and flags): the exp pass stores w_i = e^((x_i - max) / T) over the
+ * thread's groups of sv (the block's masked values) and sums them in fixed
+ * point, the second reduction gives Z, and the write pass stores p_i = w_i
+ * * fp32(1 / Z); one-hot for a greedy row, zeros for an empty row. One exp
+ * a token and no loop-carried rescale: with the cheap reductions this beats
+ * summing online in pass 1 (one reduction) and evaluating the exp again
+ * (docs/perf-notes.md, session 15). */
 __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, int64_t lo, int n,
                                                int wlo, int wend, float T, const Divisor &div_t,
-                                               float bm, int bi, double ms, uint32_t flags,
-                                               const float *sv) {
-  __shared__ SoftStats part[kDenseWarps], slot, result;
-  const SoftStats mine = {bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull, ms, flags};
-  const SoftStats identity = {0ull, 0.0, 0u};
-  const SoftStats st = cluster_reduce(mine, identity, ReduceSoft{div_t}, part, &slot, &result);
-  cluster_arrive_relaxed(); /* the slots are read; the wait is at the end */
-  const bool empty = st.best == 0;
+                                               const LoadStats &st,
+                                               ReduceSpace &space, float *sv) {
+  __shared__ unsigned long long mass_part[kDenseWarps]; /* see ReduceSpace */
+  const int lane = lane_id();
+  const unsigned long long best = st.best;
+  const bool empty = best == 0;
   if (cluster_rank() == 0 && threadIdx.x == 0 && a.row_status)
     a.row_status[r] = st.flags | (empty ? INGOT_SAMPLING_ROW_EMPTY : 0u);
-  const bool soft = !empty && T > 0.0f;
-  const float m = empty ? 0.0f : best_value(st.best);
-  const float inv_z = soft ? (float)(1.0 / st.sum) : 0.0f;
-  const int64_t argmax = empty ? -1 : best_id(st.best);
+  const bool soft = !empty && T > 0.0f; /* uniform over the cluster */
+  const int j0 = wlo + 4 * lane;
+  float inv_z = 0.0f;
+  if (soft) {
+    const float m = best_value(best);
+    unsigned long long mass = 0;
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      for (int j = j0; j < wend; j += 128) {
+        float4 *q = reinterpret_cast<float4 *>(sv + j);
+        const float4 v = *q;
+        float w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(w[e], m), div_t);
+        *q = make_float4(w[0], w[1], w[2], w[3]);
+        mass += fixed_mass(w);
+      }
+    });
+    const unsigned long long z =
+        cluster_reduce(mass, 0ull, ReduceMass{}, mass_part, space.a, &space.bar[1]);
+    inv_z = (float)((double)kMassUnit / (double)z);
+  }
+  const int64_t argmax = empty ? -1 : best_id(best);
   const int hot = soft || argmax < lo || argmax >= lo + n ? -1 : (int)(argmax - lo);
   float *prow = a.probs + r * a.probs_stride + lo;
   const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
-  int j = wlo + 4 * lane_id();
+  int j = j0;
   if (soft && pvec) { /* whole aligned groups: the lean loop, kAhead groups at a time */
     const int jend = min(wend, n & ~3);
-    with_fast(div_t.fast, [&](auto fast) {
-      constexpr bool kFast = decltype(fast)::value;
-      for (int j0 = j; j0 < jend; j0 += 128 * kAhead) {
-        float4 x[kAhead];
+    for (; j < jend; j += 128 * kAhead) {
+      float4 w[kAhead];
 #pragma unroll
-        for (int u = 0; u < kAhead; u++)
-          if (j0 + 128 * u < jend) x[u] = *reinterpret_cast<const float4 *>(sv + j0 + 128 * u);
+      for (int u = 0; u < kAhead; u++)
+        if (j + 128 * u < jend) w[u] = *reinterpret_cast<const float4 *>(sv + j + 128 * u);
 #pragma unroll
-        for (int u = 0; u < kAhead; u++) {
-          if (j0 + 128 * u >= jend) break;
-          const auto p = [&](float v) {
-            return __fmul_rn(mass_of<kFast>(__fsub_rn(v, m), div_t), inv_z);
-          };
-          *reinterpret_cast<float4 *>(prow + j0 + 128 * u) =
-              make_float4(p(x[u].x), p(x[u].y), p(x[u].z), p(x[u].w));
-        }
+      for (int u = 0; u < kAhead; u++) {
+        if (j + 128 * u >= jend) break;
+        *reinterpret_cast<float4 *>(prow + j + 128 * u) =
+            make_float4(__fmul_rn(w[u].x, inv_z), __fmul_rn(w[u].y, inv_z),
+                        __fmul_rn(w[u].z, inv_z), __fmul_rn(w[u].w, inv_z));
       }
-    });
-    j += max(jend - j + 127, 0) / 128 * 128; /* the first group past the lean ones */
+    }
+    j = j0 + max(jend - j0 + 127, 0) / 128 * 128; /* the first group past the lean ones */
   }
   for (; j < wend && j < n; j += 128) {
     float p[4];
-    if (soft) {
 #pragma unroll
-      for (int e = 0; e < 4; e++)
-        p[e] = __fmul_rn(mass_of<false>(__fsub_rn(sv[j + e], m), div_t), inv_z);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; e++) p[e] = j + e == hot ? 1.0f : 0.0f;
-    }
+    for (int e = 0; e < 4; e++)
+      p[e] = soft ? __fmul_rn(sv[j + e], inv_z) : j + e == hot ? 1.0f : 0.0f;
     if (pvec && j + 3 < n) {
       *reinterpret_cast<float4 *>(prow + j) = make_float4(p[0], p[1], p[2], p[3]);
     } else {
       for (int e = 0; e < 4 && j + e < n; e++) prow[j + e] = p[e];
     }
   }
-  cluster_wait();
 }
 
 /* ---- the kernel -------------------------------------------------------------------- */
@@ -906,8 +1008,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   uint16_t *scratch = reinterpret_cast<uint16_t *>(sv + a.chunk);
   uint16_t *cand = scratch;
   uint32_t *swords = reinterpret_cast<uint32_t *>(scratch + dense_scratch_len(kMode, a.chunk));
-  __shared__ LoadStats load_part[kDenseWarps], load_slot, load_result;
-  __shared__ DrawStats draw_part[kDenseWarps], draw_slot, draw_result;
+  __shared__ ReduceSpace reduce_space;
   __shared__ SmallKShared small_sh;
 
   const ingot_sampling_input &in = a.in;
@@ -944,6 +1045,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   /* Everything above reads only the kernel's parameters, which the previous
    * kernel does not write: computed before the wait, their constant-cache
    * misses overlap that kernel's tail. */
+  ReduceSpace &space = reduce_space;
+  if (threadIdx.x == 0) {
+    reduce_init(&space.bar[0], sizeof(LoadStats));
+    reduce_init(&space.bar[1], kSampling ? sizeof(DrawStats) : sizeof(unsigned long long));
+  }
+  reduce_ready();
   wait_for_previous_grid();
 
   /* a row of the general kernel's (filter tensors given): decided before
@@ -992,9 +1099,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   double rs = 0.0;
   float bm = -INFINITY;
   int bj = 0;
-  double ms = 0.0;
   bool nan = false;
-  constexpr bool kSum = kMode == kDenseSoftmax; /* the online mass sum */
   /* f32 logits with no mask at all stay in sv as loaded (finite, or the
    * thread masks its groups again below); otherwise pass 1 writes back the
    * masked values, which the later passes read */
@@ -1035,7 +1140,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
 #pragma unroll
           for (int e = 0; e < 4; e++) x[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
         }
-        track4<kSum, kFast>(x, j, raw_t, bm, bj, ms);
+        track4(x, j, bm, bj);
       };
       if (f32) {
         for (; j < jend; j += 128) {
@@ -1068,29 +1173,24 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
       }
       mask4(x, words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu, nan);
-      track4<kSum, kFast>(x, j, raw_t, bm, bj, ms);
+      track4(x, j, bm, bj);
       *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
     }
   });
   if (redo) { /* sv holds the values, allowed or -Inf: only the finite ones stay */
     nan = true;
     bm = -INFINITY;
-    ms = 0.0;
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       float4 *q = reinterpret_cast<float4 *>(sv + j);
       float x[4] = {q->x, q->y, q->z, q->w};
       mask4(x, 0xfu, nan);
-      track4<kSum, false>(x, j, raw_t, bm, bj, ms); /* the same masses as kFast */
+      track4(x, j, bm, bj);
       *q = make_float4(x[0], x[1], x[2], x[3]);
     }
   }
   if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
   /* sv holds the masked values (this thread wrote or re-masked its groups) */
   const int bi = bm > -INFINITY ? first_token(sv, bj, bm) : 0;
-  if (kMode == kDenseSoftmax) {
-    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, bm, bi, ms, flags, sv);
-    return;
-  }
   LoadStats mine;
   mine.best = bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull;
   mine.raw_max = rm;
@@ -1099,14 +1199,24 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   const LoadStats identity1 = {0ull, -INFINITY, 0.0f, 0u};
   /* the argmax token's key, for a soft row's draw: s = 0, so the key is its
    * noise exactly; once a block, by warp 0 (the other warps wait anyway) */
-  const bool draws = T > 0.0f && !small;
+  const bool draws = kSampling && T > 0.0f && !small;
   const auto noise_of_argmax = [&](LoadStats v) {
     if (draws && v.best != 0)
       v.l0 = ingot_sampling_ref_gumbel(seed, position, (uint32_t)best_id(v.best));
     return v;
   };
-  const LoadStats st = cluster_reduce(mine, identity1, ReduceLoad{}, load_part,
-                                      &load_slot, &load_result, noise_of_argmax);
+  cluster_wait(); /* reduce_ready's: every block of the cluster runs */
+  LoadStats *const load_part = reinterpret_cast<LoadStats *>(space.a);
+  LoadStats *const load_inbox = reinterpret_cast<LoadStats *>(space.b);
+  if (kMode == kDenseSoftmax) {
+    const LoadStats st = cluster_reduce(mine, identity1, ReduceLoad{}, load_part, load_inbox,
+                                        &space.bar[0]);
+    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);
+    return;
+  }
+  const LoadStats st =
+      cluster_reduce(mine, identity1, ReduceLoad{}, load_part, load_inbox, &space.bar[0],
+                     reinterpret_cast<LoadStats *>(space.result), noise_of_argmax);
   flags = st.flags;
   const bool empty = st.best == 0;
   if (empty) flags |= INGOT_SAMPLING_ROW_EMPTY;
@@ -1242,12 +1352,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
   }
   /* The second reduction: the draw's best key, the final mass (a nucleus
-   * row's is top-p's total), the raw sum. Unless the row's small top-k draw
-   * or top-n selection follows (block 0 reads the other blocks' lists until
-   * it is done), the exit's arrive follows it: no block reads another's
-   * shared memory after it, so the blocks that finish early leave at once
-   * instead of waiting for the one writing the outputs (their slots free up
-   * for the next rows). */
+   * row's is top-p's total), the raw sum. */
   const bool second = (soft && (!small || nucleus)) || want_raw; /* row-uniform */
   /* the top-n set by small_k_select: the final distribution's of a soft row
    * (a greedy row's is one-hot, an empty row's empty), the raw one's of a
@@ -1264,14 +1369,14 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     d.raw_sum = want_raw ? rs * (double)mass_of<false>(__fsub_rn(rm, st.raw_max), raw_t) : 0.0;
     d.best = best;
     const DrawStats identity2 = {0.0, 0.0, 0ull};
-    const DrawStats fin = cluster_reduce(d, identity2, ReduceDraw{}, draw_part,
-                                         &draw_slot, &draw_result);
+    const DrawStats fin =
+        cluster_reduce(d, identity2, ReduceDraw{}, reinterpret_cast<DrawStats *>(space.b),
+                       reinterpret_cast<DrawStats *>(space.a), &space.bar[1]);
     mass = fin.mass;
     raw_sum = fin.raw_sum;
     /* K's mass is at most small_k (every w <= 1): past that, top-p cannot
      * be reached in K, and without min-p nothing else cuts F there */
     handed_off = soft && nucleus && min_p == 0.0f && (double)top_p * mass > (double)a.small_k;
-    if (!select_top && !draw_late) cluster_arrive_relaxed(); /* its slots are read */
     if (soft && !small) token = best_id(fin.best);
   }
   if (draw_late && !handed_off) /* k = small_k and the row's mass for a nucleus row */
@@ -1339,8 +1444,13 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         o.top_logprobs[r * o.top_logprobs_stride] = 0.0f;
     }
   }
-  if (!second || select_top || draw_late) cluster_arrive_relaxed();
-  cluster_wait();
+  /* block 0 reads the other blocks' lists of a small top-k draw or top-n
+   * selection until it is done; otherwise no block reads another's shared
+   * memory, and each leaves when done */
+  if (small_draw || select_top) {
+    cluster_arrive_relaxed();
+    cluster_wait();
+  }
 }
 
 /* The kernel's dynamic shared memory (its layout is in the kernel). */
