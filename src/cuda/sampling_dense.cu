@@ -230,6 +230,21 @@ struct ReduceLoad {
   }
 };
 
+/* The softmax's first reduction: LoadStats without the raw maximum and l0,
+ * so that a block pushes 16 bytes by one st.async. */
+struct ArgmaxStats {
+  unsigned long long best;
+  uint32_t flags, unused;
+};
+
+struct ReduceArgmax {
+  __device__ __forceinline__ ArgmaxStats operator()(ArgmaxStats v) const {
+    v.best = warp_max_key(v.best);
+    v.flags = __reduce_or_sync(0xffffffffu, v.flags);
+    return v;
+  }
+};
+
 struct ReduceDraw {
   __device__ __forceinline__ DrawStats operator()(DrawStats v) const {
     v.mass = warp_sum(v.mass);
@@ -381,13 +396,20 @@ __device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *p
     if (C > 1 && (unsigned)lane < C) { /* st.async needs a cluster of two or more */
       const uint32_t dst = cluster_addr(&inbox[cluster_rank()], (unsigned)lane);
       const uint32_t rbar = cluster_addr(bar, (unsigned)lane);
-#pragma unroll
-      for (int i = 0; i < (int)(sizeof(S) / 8); i++)
+      if (sizeof(S) == 16) /* one 16-byte store (the slots are 16-byte aligned) */
         asm volatile(
-            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
-                dst + 8 * i),
-            "l"(y.w[i]), "r"(rbar)
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b64 [%0], {%1, %2}, "
+            "[%3];" ::"r"(dst),
+            "l"(y.w[0]), "l"(y.w[sizeof(S) / 8 - 1]), "r"(rbar)
             : "memory");
+      else
+#pragma unroll
+        for (int i = 0; i < (int)(sizeof(S) / 8); i++)
+          asm volatile(
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(
+                  dst + 8 * i),
+              "l"(y.w[i]), "r"(rbar)
+              : "memory");
     }
 #endif
     if (C == 1 && lane == 0) inbox[0] = y.s;
@@ -914,7 +936,7 @@ __device__ void small_k_draw(float *sv, unsigned long long *stage, SmallKShared 
  * (docs/perf-notes.md, session 15). */
 __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, int64_t lo, int n,
                                                int wlo, int wend, float T, const Divisor &div_t,
-                                               const LoadStats &st,
+                                               const ArgmaxStats &st,
                                                ReduceSpace &space, float *sv) {
   __shared__ unsigned long long mass_part[kDenseWarps]; /* see ReduceSpace */
   const int lane = lane_id();
@@ -1047,7 +1069,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
    * misses overlap that kernel's tail. */
   ReduceSpace &space = reduce_space;
   if (threadIdx.x == 0) {
-    reduce_init(&space.bar[0], sizeof(LoadStats));
+    reduce_init(&space.bar[0], kSampling ? sizeof(LoadStats) : sizeof(ArgmaxStats));
     reduce_init(&space.bar[1], kSampling ? sizeof(DrawStats) : sizeof(unsigned long long));
   }
   reduce_ready();
@@ -1209,8 +1231,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   LoadStats *const load_part = reinterpret_cast<LoadStats *>(space.a);
   LoadStats *const load_inbox = reinterpret_cast<LoadStats *>(space.b);
   if (kMode == kDenseSoftmax) {
-    const LoadStats st = cluster_reduce(mine, identity1, ReduceLoad{}, load_part, load_inbox,
-                                        &space.bar[0]);
+    const ArgmaxStats st = cluster_reduce(
+        ArgmaxStats{mine.best, flags, 0u}, ArgmaxStats{0ull, 0u, 0u}, ReduceArgmax{},
+        reinterpret_cast<ArgmaxStats *>(space.a), reinterpret_cast<ArgmaxStats *>(space.b),
+        &space.bar[0]);
     softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);
     return;
   }
