@@ -38,6 +38,12 @@ struct ingot_device_guard {
   }
 };
 
+/* A shared-memory pointer as the 32-bit shared-space address that PTX
+ * instructions (cp.async, mbarrier, st.async, ldmatrix, ...) take. */
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 /* Checks the launch that was just enqueued. */
 static inline ingot_status ingot_cuda_check_launch(struct ingot_context *ctx, const char *op) {
   cudaError_t e = cudaGetLastError();

@@ -319,9 +319,10 @@ __device__ __forceinline__ void cluster_wait() {
  * bytes of static shared memory to spare. */
 struct alignas(16) ReduceSpace {
   unsigned long long a[kDenseWarps * 3], b[kDenseWarps * 3];
-  unsigned long long result[3]; /* a finished first reduction, LoadStats */
+  unsigned long long result[3]; /* a finished first reduction: LoadStats */
   unsigned long long bar[2];    /* mbarriers: the two inboxes' bytes */
 };
+static_assert(sizeof(LoadStats) <= sizeof(ReduceSpace::result), "the first reduction's result");
 
 struct NoFinish {
   template <class S>
@@ -331,22 +332,18 @@ struct NoFinish {
 };
 
 template <class F>
-struct kFinishes {
+struct HasFinish {
   static constexpr bool value = true;
 };
 template <>
-struct kFinishes<NoFinish> {
+struct HasFinish<NoFinish> {
   static constexpr bool value = false;
 };
 
 #if __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 __device__ __forceinline__ uint32_t cluster_addr(const void *p, unsigned rank) {
   uint32_t a;
-  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
   return a;
 }
 #endif
@@ -354,7 +351,7 @@ __device__ __forceinline__ uint32_t cluster_addr(const void *p, unsigned rank) {
 /* Thread 0, before reduce_ready: barrier `bar` expects C values of `bytes`. */
 __device__ __forceinline__ void reduce_init(unsigned long long *bar, unsigned bytes) {
 #if __CUDA_ARCH__ >= 900
-  const uint32_t b = smem_addr(bar);
+  const uint32_t b = smem_u32(bar);
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b),
                "r"(cluster_blocks() * bytes)
@@ -424,12 +421,12 @@ __device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *p
           "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; "
           "selp.u32 %0, 1, 0, p; }"
           : "=r"(done)
-          : "r"(smem_addr(bar))
+          : "r"(smem_u32(bar))
           : "memory");
 #endif
   }
   S y = warp_reduce((unsigned)lane < C ? inbox[lane] : identity);
-  if (!kFinishes<Finish>::value) return y;
+  if (!HasFinish<Finish>::value) return y;
   if (warp == 0) { /* once a block */
     y = finish(y);
     if (lane == 0) *result = y;
@@ -466,7 +463,7 @@ __device__ __forceinline__ void load4(const void *base, ingot_dtype dtype, bool 
 
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void *dst, const void *src) {
-  const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  const uint32_t d = smem_u32(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(kBytes)
                : "memory");
 }
@@ -1282,8 +1279,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     /* shared-space addresses, computed once and opaque to the compiler,
      * which otherwise recomputes the generic-to-shared conversion (cluster
      * id and all) at every access of the loop below */
-    uint32_t sv_s = (uint32_t)__cvta_generic_to_shared(sv);
-    uint32_t wcand_s = (uint32_t)__cvta_generic_to_shared(wcand);
+    uint32_t sv_s = smem_u32(sv);
+    uint32_t wcand_s = smem_u32(wcand);
     asm("" : "+r"(sv_s), "+r"(wcand_s));
     float best_k = -INFINITY;
     int32_t best_tok = INT_MAX;
