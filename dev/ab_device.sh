@@ -6,7 +6,7 @@
 # each of them at its path in the repository (dev/ab_a/src/cuda/x.cu).
 # Every round's bench lines, then the minimum of each row and version over the
 # rounds (dev/min_rows.awk).
-# Usage: [AB_FILE=src/cuda/sampling.cu] dev/ab_device.sh OUTDIR "bench filter" [rounds]
+# Usage: [AB_FILE=src/cuda/sampling.cu] dev/ab_device.sh OUTDIR "filter[|filter...]" [rounds]
 set -o pipefail
 OUT=${1:?outdir}; FILTER=${2:-sampling}; ROUNDS=${3:-2}; FILE=${AB_FILE:-src/cuda/sampling_dense.cu}
 VERSIONS=$(ls -d dev/ab_* | grep -v "\.sh$" | sed "s/.*ab_\([^.]*\).*/\1/")
@@ -24,9 +24,12 @@ for v in $VERSIONS; do
   [ -x build_$v/tools/ingot ] || { tail -30 $OUT/cmake_$v.log $OUT/build_$v.log; exit 1; }
 done
 for v in $VERSIONS; do timeout 200 build_$v/tests/test_sampling_cuda 2>&1 | tail -1 | sed "s/^/$v: /"; done
+IFS='|' read -ra FILTERS <<< "$FILTER" # alternatives: "a|b"
 for i in $(seq $ROUNDS); do
   for v in $VERSIONS; do
-    timeout 200 build_$v/tools/ingot bench --filter "$FILTER" 2>&1 | grep -E "^sampling" | sed "s/^/$v /"
+    for f in "${FILTERS[@]}"; do
+      timeout 200 build_$v/tools/ingot bench --filter "$f" 2>&1 | grep -E "^sampling" | sed "s/^/$v /"
+    done
   done
 done | tee $OUT/ab_rounds.txt
 awk -f dev/min_rows.awk $OUT/ab_rounds.txt
