@@ -938,6 +938,32 @@ static int test_dense_kernel_fits(void) {
   return 0;
 }
 
+/* Three blocks a SM of the softmax and of the plain sampler at the spec's
+ * vocabularies, on a device with 16-block clusters and 228 KB of shared
+ * memory a SM (H100, H200): the B = 64 rows run 21 rows at once, not 14.
+ * The budget is tight (at V = 262144: 3 x (75776 dynamic + 816 static +
+ * 1024 reserved) of 233472 bytes for the sampler), so a few more bytes of
+ * static shared memory or registers silently drop a block a SM and cost
+ * 2-6% at B = 64; only this test notices. Elsewhere: at least one. */
+static int test_dense_blocks_per_sm(void) {
+  int device = 0, sm_smem = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+  const int want = gpu->sampling_dense_cluster == 16 && sm_smem >= 233472 ? 3 : 1;
+  static const ingot_dtype dts[] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
+  static const int64_t vocabs[] = {151936, 262144};
+  for (int softmax = 0; softmax < 2; softmax++)
+    for (size_t d = 0; d < 3; d++)
+      for (size_t v = 0; v < 2; v++) {
+        const int n = ingot_cuda_sampling_dense_blocks_per_sm(gpu, softmax, dts[d], vocabs[v]);
+        EXPECT(n >= want, "%s %s V=%lld: %d blocks a SM, want %d",
+               softmax ? "softmax" : "sampler", ingot_dtype_name(dts[d]),
+               (long long)vocabs[v], n, want);
+      }
+  printf("  dense kernels at V = 151936 and 262144: >= %d blocks a SM\n", want);
+  return 0;
+}
+
 /* Logit i of row r as fp32 (f32 and bf16 batches). */
 static float logit_at(const batch *b, int64_t r, int64_t i) {
   const size_t at = (size_t)(r * b->stride + i);
@@ -1568,6 +1594,7 @@ int main(void) {
   test_run("masked_step_masses", test_masked_step_masses);
   test_run("draw_segments", test_draw_segments);
   test_run("dense_kernel_fits", test_dense_kernel_fits);
+  test_run("dense_blocks_per_sm", test_dense_blocks_per_sm);
   test_run("biased_draw_raw_logprob", test_biased_draw_raw_logprob);
   test_run("top_n", test_top_n);
   test_run("nucleus_rows", test_nucleus_rows);

@@ -282,6 +282,10 @@ typedef enum ingot_memory_kind {
 /* The kind of ptr; *device gets the owning device for DEVICE memory (else -1). */
 ingot_memory_kind ingot_cuda_memory_kind(const void *ptr, int *device);
 int ingot_cuda_device_count(void);
+/* Tests: blocks of the dense sampling kernel (the softmax's, or the plain
+ * sampler's) that fit a SM at this V and dtype; -1 on a CUDA error. */
+int ingot_cuda_sampling_dense_blocks_per_sm(const struct ingot_context *ctx, int softmax,
+                                            ingot_dtype dtype, int64_t vocab);
 #endif
 
 /* 1 if the environment asks for reference kernels (INGOT_FORCE_REFERENCE). */

@@ -300,13 +300,14 @@ __device__ __forceinline__ void cluster_wait() {
  * so every block gets the same bits whatever the batch. The blocks PUSH:
  * warp 0's lane b stores the block's value into slot [rank] of block b's
  * inbox by st.async, whose bytes complete a transaction count on block b's
- * mbarrier; each block waits on its own barrier and every warp folds the
- * inbox (and applies `finish`). No cluster barrier, no remote load, no
- * fence: a barrier's phase completes when every block's bytes have landed,
- * and a block waits for its own inbox before it goes on, so nobody writes
- * into a block that has left. Each reduction of a launch has a barrier of
- * its own, set up at the kernel's start (reduce_init, then reduce_ready)
- * and used once.
+ * mbarrier; each block's warp 0 waits on its own barrier (asleep, not
+ * spinning), a block barrier releases the other warps, and every warp
+ * folds the inbox (and applies `finish`). No cluster barrier, no remote
+ * load, no fence: a barrier's phase completes when every block's bytes
+ * have landed, and a block waits for its own inbox before it goes on, so
+ * nobody writes into a block that has left. Each reduction of a launch has
+ * a barrier of its own, set up at the kernel's start (reduce_init, then
+ * reduce_ready) and used once.
  *
  * ReduceSpace, the shared memory of a launch's two reductions: a barrier
  * each, and two areas of 16 values (of up to 24 bytes) used crosswise: the
@@ -415,14 +416,24 @@ __device__ S cluster_reduce(S v, const S &identity, WarpReduce warp_reduce, S *p
     __syncthreads();
   } else {
 #if __CUDA_ARCH__ >= 900
-    uint32_t done = 0;
-    while (!done)
-      asm volatile(
-          "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; "
-          "selp.u32 %0, 1, 0, p; }"
-          : "=r"(done)
-          : "r"(smem_u32(bar))
-          : "memory");
+    /* How long the waiting warp may sleep in try_wait (ns). The phase's
+     * completion wakes it (measured: no slower than spinning); the hint
+     * only bounds the sleep. Sixteen spinning warps a block issued 14% of
+     * the plain sampler's instructions at B = 64; one sleeping warp and a
+     * block barrier: 0.2-1.5% faster, but the stress masked step at B = 64
+     * 0.7-1% slower (docs/perf-notes.md, session 16). */
+    constexpr uint32_t kWaitHintNs = 1000000;
+    if (warp == 0) {
+      uint32_t done = 0;
+      while (!done)
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0, "
+            "%2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_u32(bar)), "r"(kWaitHintNs)
+            : "memory");
+    }
+    __syncthreads();
 #endif
   }
   S y = warp_reduce((unsigned)lane < C ? inbox[lane] : identity);
@@ -1629,6 +1640,25 @@ int ingot_cuda_sampling_dense_mode(const struct ingot_context *ctx,
   /* the top-n of a row without a filter is found as a small top-k set */
   if (num_top > small_k) return 0;
   return filters ? 2 : 1;
+}
+
+extern "C" int ingot_cuda_sampling_dense_blocks_per_sm(const struct ingot_context *ctx,
+                                                       int softmax, ingot_dtype dtype,
+                                                       int64_t vocab) {
+  ingot_device_guard guard;
+  int c, chunk, blocks = 0;
+  dense_geometry(ctx, vocab, &c, &chunk);
+  const int mode = softmax ? kDenseSoftmax : kDenseSample;
+  const DenseKernel k = softmax ? dense_kernel_for<kDenseSoftmax>(dtype)
+                                : dense_kernel_for<kDenseSample>(dtype);
+  if (guard.enter(ctx->device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kDenseThreads,
+                                                    dense_smem_bytes(mode, chunk)) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return blocks;
 }
 
 ingot_status ingot_cuda_sample_dense(struct ingot_context *ctx, const ingot_sampling_input *in,
