@@ -91,7 +91,8 @@ sub("  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) {",
 sub("  wait_for_previous_grid();\n", "  wait_for_previous_grid();\n  stamp(1);\n")
 sub("  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();",
     "  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();\n  stamp(2);")
-for wait in ("  cluster_wait(); /* reduce_ready's", "  if (!ready) cluster_wait(); /* reduce_ready's"):
+for wait in ("  cluster_wait(); /* reduce_ready's",
+             "  if (!ready) cluster_wait(); /* reduce_ready's"):
     if text.count(wait) == 1:
         sub(wait, "  stamp(3);\n" + wait)
 # the sampler's phases
