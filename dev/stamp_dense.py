@@ -10,8 +10,10 @@ blocks end) keep theirs in device memory, printed at the process's exit
 d_i = stamp i - entry: 1 after the PDL wait, 2 copies landed, 3 pass 1 done,
 4 first reduction done, 5 second pass done, 6 second reduction done, 7 exit
 (0 where a phase did not run). dev/stamp_report.py summarises the lines.
-A block that takes several rows (a persistent variant) stamps each. The
-stamps cost the kernels 2-7% (docs/perf-notes.md, session 17).
+Stamps are kept by (row, rank), so a variant whose blocks take several rows
+(session 17's persistent clusters) keeps each row's, given stamp(0) and
+stamp(1) at the top of its row loop. The stamps cost the kernels 2-7%
+(docs/perf-notes.md, session 17).
 Usage: dev/stamp_dense.py OUT.cu [LAUNCH [SRC]]   (SRC: default
 src/cuda/sampling_dense.cu), then build OUT.cu in place of SRC: as
 dev/ab_s.cu for dev/ab_device.sh, or in a tree of its own. Do not copy it
@@ -79,11 +81,9 @@ sub("    const unsigned long long z =\n        cluster_reduce(mass,",
     "    stamp(5);\n    const unsigned long long z =\n        cluster_reduce(mass,")
 sub("    inv_z = (float)((double)kMassUnit / (double)z);",
     "    inv_z = (float)((double)kMassUnit / (double)z);\n    stamp(6);")
-for end in ("sv);\n    return;", "sv, phases);\n    continue;"):
-    if text.count(end) == 1:
-        sub("    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, " + end,
-            "    stamp(4);\n    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, " +
-            end.replace("\n", "\n    stamp_print(kMode, r, a.in.batch);\n"))
+sub("    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);\n    return;",
+    "    stamp(4);\n    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);\n"
+    "    stamp_print(kMode, r, a.in.batch);\n    return;")
 # the kernel's start
 sub("  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) {",
     "  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) for (int i = 0; i < 8; i++) "
@@ -91,10 +91,7 @@ sub("  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) {",
 sub("  wait_for_previous_grid();\n", "  wait_for_previous_grid();\n  stamp(1);\n")
 sub("  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();",
     "  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();\n  stamp(2);")
-for wait in ("  cluster_wait(); /* reduce_ready's",
-             "  if (!ready) cluster_wait(); /* reduce_ready's"):
-    if text.count(wait) == 1:
-        sub(wait, "  stamp(3);\n" + wait)
+sub("  cluster_wait(); /* reduce_ready's", "  stamp(3);\n  cluster_wait(); /* reduce_ready's")
 # the sampler's phases
 sub("  flags = st.flags;\n  const bool empty = st.best == 0;",
     "  stamp(4);\n  flags = st.flags;\n  const bool empty = st.best == 0;")
@@ -103,11 +100,6 @@ sub("    mass = fin.mass;\n    raw_sum = fin.raw_sum;",
     "    stamp(6);\n    mass = fin.mass;\n    raw_sum = fin.raw_sum;")
 END = "  if (small_draw || select_top) {\n    cluster_arrive_relaxed();\n    cluster_wait();\n  }\n"
 sub(END, END + "  stamp_print(kMode, r, a.in.batch);\n")
-# a persistent variant's row loop: each row stamps its own start
-TOP = "  if (ready) __syncthreads(); /* the previous row's shared memory is free */\n"
-if text.count(TOP) == 1:
-    sub(TOP, TOP + "  if (threadIdx.x == 0 && ready) for (int i = 0; i < 8; i++) g_stamp[i] = 0;\n"
-        "  if (ready) stamp(0), stamp(1);\n")
 sub("extern \"C\" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {",
     DUMP + "extern \"C\" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {\n"
     "  static bool registered = false;\n  if (!registered) registered = true, atexit(stamp_dump);")
