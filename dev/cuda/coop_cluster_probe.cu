@@ -4,7 +4,8 @@
 // exchange between all its clusters cost? For the dense sampling kernel's
 // next design (docs/perf-notes.md, session 18): a persistent grid whose
 // clusters split the rows of the last partial wave. Standalone:
-//   nvcc -O2 -gencode=arch=compute_90a,code=sm_90a dev/cuda/coop_cluster_probe.cu -o /tmp/cc && /tmp/cc
+//   nvcc -O2 -gencode=arch=compute_90a,code=sm_90a dev/cuda/coop_cluster_probe.cu -o /tmp/cc
+//   /tmp/cc
 // Prints, for clusters of 16 blocks of 512 threads with 66 KB of shared
 // memory each: the launch's status at the occupancy API's cluster count and
 // one more, and the microseconds an all-cluster barrier costs (cluster
