@@ -10,7 +10,9 @@
 // memory each: the launch's status at the occupancy API's cluster count and
 // one more, and the microseconds an all-cluster barrier costs (cluster
 // leaders meet on a global counter; the cluster's other blocks wait at a
-// cluster barrier), from the kernel's time with R and with 0 rounds.
+// cluster barrier) and a cooperative_groups grid.sync() cost, from the
+// kernel's time with R and with 0 rounds.
+#include <cooperative_groups.h>
 #include <cstdio>
 #include <cstdint>
 #include <vector>
@@ -34,7 +36,16 @@ __global__ void meet(unsigned *arrived, int rounds, int clusters) {
   if (threadIdx.x == 1u << 20) smem[0] = 0;
 }
 
-static cudaError_t launch(int clusters, int rounds, unsigned *arrived, float *us) {
+/* The same meeting by the runtime's grid barrier (its state is the launch's,
+ * so no workspace has to start a call zeroed). */
+__global__ void meet_grid(unsigned *arrived, int rounds, int clusters) {
+  extern __shared__ int smem[];
+  for (int i = 0; i < rounds; i++) cooperative_groups::this_grid().sync();
+  if (threadIdx.x == 1u << 20) smem[0] = (int)*arrived + clusters;
+}
+
+template <class K>
+static cudaError_t launch(K kernel, int clusters, int rounds, unsigned *arrived, float *us) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
   cfg.gridDim = dim3((unsigned)(clusters * 16));
@@ -52,7 +63,7 @@ static cudaError_t launch(int clusters, int rounds, unsigned *arrived, float *us
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   cudaEventRecord(a);
-  cudaError_t e = cudaLaunchKernelEx(&cfg, meet, arrived, rounds, clusters);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, arrived, rounds, clusters);
   cudaEventRecord(b);
   if (e == cudaSuccess) e = cudaEventSynchronize(b);
   if (e == cudaSuccess) cudaEventElapsedTime(us, a, b), *us *= 1000.0f;
@@ -64,6 +75,8 @@ static cudaError_t launch(int clusters, int rounds, unsigned *arrived, float *us
 int main() {
   cudaFuncSetAttribute(meet, cudaFuncAttributeMaxDynamicSharedMemorySize, 66 * 1024);
   cudaFuncSetAttribute(meet, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaFuncSetAttribute(meet_grid, cudaFuncAttributeMaxDynamicSharedMemorySize, 66 * 1024);
+  cudaFuncSetAttribute(meet_grid, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr;
   cfg.gridDim = dim3(16 * 64);
@@ -81,25 +94,33 @@ int main() {
   printf("max active clusters of 16 x 512 threads, 66 KB: %d\n", n);
   for (int c : {n, n + 1}) {
     float us = 0;
-    const cudaError_t e = launch(c, 0, arrived, &us);
+    const cudaError_t e = launch(meet, c, 0, arrived, &us);
     printf("cooperative launch of %d clusters: %s\n", c, cudaGetErrorString(e));
     cudaGetLastError();
   }
-  for (int c : {1, 2, 7, n}) {
-    std::vector<float> t0, t1;
-    for (int rep = 0; rep < 7; rep++) {
-      float a = 0, b = 0;
-      if (launch(c, 0, arrived, &a) != cudaSuccess || launch(c, 1000, arrived, &b) != cudaSuccess) {
-        printf("%d clusters: %s\n", c, cudaGetErrorString(cudaGetLastError()));
-        break;
+  for (int grid = 0; grid < 2; grid++)
+    for (int c : {1, 2, 7, n}) {
+      std::vector<float> t0, t1;
+      for (int rep = 0; rep < 7; rep++) {
+        float a = 0, b = 0;
+        cudaError_t e = grid ? launch(meet_grid, c, 0, arrived, &a)
+                             : launch(meet, c, 0, arrived, &a);
+        if (e == cudaSuccess)
+          e = grid ? launch(meet_grid, c, 1000, arrived, &b)
+                   : launch(meet, c, 1000, arrived, &b);
+        if (e != cudaSuccess) {
+          printf("%d clusters: %s\n", c, cudaGetErrorString(e));
+          cudaGetLastError();
+          break;
+        }
+        t0.push_back(a), t1.push_back(b);
       }
-      t0.push_back(a), t1.push_back(b);
+      if (t0.empty()) continue;
+      std::sort(t0.begin(), t0.end());
+      std::sort(t1.begin(), t1.end());
+      printf("%2d clusters: %s %.2f us (kernel %.1f us with 0 rounds)\n", c,
+             grid ? "a grid.sync()" : "an all-cluster barrier", (t1[3] - t0[3]) / 1000.0f,
+             t0[3]);
     }
-    if (t0.empty()) continue;
-    std::sort(t0.begin(), t0.end());
-    std::sort(t1.begin(), t1.end());
-    printf("%2d clusters: an all-cluster barrier %.2f us (kernel %.1f us with 0 rounds)\n", c,
-           (t1[3] - t0[3]) / 1000.0f, t0[3]);
-  }
   return 0;
 }
