@@ -47,7 +47,7 @@ __device__ __forceinline__ void stamp(int i) {{
     g_stamp[i] = t;
   }}
 }}
-/* the block's place in the order of entry (its launch: / (batch x C)) */
+/* the block's place in the order of entry (stamp_report.read_launches cuts launches by it) */
 __device__ __forceinline__ void stamp_enter() {{
   if (threadIdx.x == 0) g_stamp_entry = atomicAdd(&g_stamp_entries, 1ull);
 }}
