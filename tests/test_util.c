@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@ static int current_failures;
 static const char *current_name = "";
 
 void test_init(const char *program) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a test killed by a timeout keeps its last lines */
   const char *env = getenv("INGOT_TEST_SEED");
   uint64_t seed = env && *env ? strtoull(env, NULL, 0)
                               : (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid() << 20;
@@ -48,6 +50,8 @@ void test_fail_at(const char *file, int line, const char *fmt, ...) {
 int test_failures_in_current(void) { return current_failures; }
 
 void test_run(const char *name, test_fn fn) {
+  const char *only = getenv("INGOT_TEST_ONLY"); /* run the tests whose name contains it */
+  if (only && *only && !strstr(name, only)) return;
   current_name = name;
   current_failures = 0;
   int rc = fn();
@@ -67,6 +71,11 @@ void test_run(const char *name, test_fn fn) {
 int test_finish(void) {
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   if (failed) return 1;
+  const char *only = getenv("INGOT_TEST_ONLY");
+  if (only && *only && passed + skipped == 0) {
+    printf("no test name contains INGOT_TEST_ONLY=%s\n", only);
+    return 1;
+  }
   if (passed == 0 && skipped > 0) return TEST_SKIP_CODE;
   return 0;
 }

@@ -2,6 +2,9 @@
  * Tiny test harness: fresh random inputs every run (the seed is printed, and
  * INGOT_TEST_SEED=<n> replays it), EXPECT that records failures without
  * stopping, and the closing line "N passed, N failed, N skipped".
+ * INGOT_TEST_ONLY=<text> runs only the tests whose name contains it (none:
+ * exit code 1). stdout is line-buffered, so a test killed by a timeout
+ * shows how far it got.
  */
 #ifndef INGOT_TEST_UTIL_H
 #define INGOT_TEST_UTIL_H
