@@ -982,10 +982,12 @@ __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, in
   if (soft && pvec) { /* whole aligned groups: the lean loop, kAhead groups at a time */
     const int jend = min(wend, n & ~3);
     for (; j < jend; j += 128 * kAhead) {
+      /* every load unpredicated (a group past jend loads group j again, not
+       * stored): a predicated load keeps its register's old value alive */
       float4 w[kAhead];
 #pragma unroll
       for (int u = 0; u < kAhead; u++)
-        if (j + 128 * u < jend) w[u] = *reinterpret_cast<const float4 *>(sv + j + 128 * u);
+        w[u] = *reinterpret_cast<const float4 *>(sv + (j + 128 * u < jend ? j + 128 * u : j));
 #pragma unroll
       for (int u = 0; u < kAhead; u++) {
         if (j + 128 * u >= jend) break;
