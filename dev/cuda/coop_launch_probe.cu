@@ -10,9 +10,9 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
+
+#include "graph_timing.cuh"
 
 __global__ void empty_kernel(int *p, int sync) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -60,23 +60,11 @@ static float per_launch(int blocks, int cluster, int coop, int pdl, int sync, si
     return -1;
   }
   cudaGraphInstantiate(&e, g, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int r = 0; r < 22; r++) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(e, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (r >= 2) t.push_back(ms * 1000 / 200);
-  }
-  std::sort(t.begin(), t.end());
+  const float us = median_replay_us(e, s, 2, 20, 200);
   err = cudaGetLastError();
   if (err != cudaSuccess) printf("  run: %s\n", cudaGetErrorString(err));
   cudaGraphExecDestroy(e), cudaGraphDestroy(g), cudaStreamDestroy(s);
-  return t[t.size() / 2];
+  return us;
 }
 
 int main() {

@@ -12,9 +12,9 @@
  *     -DINGOT_WITH_CUDA -fmad=false -o row_ids_stages dev/cuda/row_ids_stages.cu \
  *     build/libingot.a && ./row_ids_stages
  */
-#include <algorithm>
 #include <cstdio>
-#include <vector>
+
+#include "graph_timing.cuh"
 
 #include "../../src/cuda/ngram.cu"  // the production kernels and helpers, same TU
 
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int64_t cu_cache[kCuCacheEntries];
   const CuSeqlens<int32_t> cu = v.cu_seqlens(cu_cache);
   if (!(kSkip & 4) && !block_load_cu_seqlens(cu, v.num_tokens)) {
-    record_cu_seqlens_error(errors);
+    record_cu_seqlens_error(ErrorSink{errors, 1u});
     return;
   }
   const uint32_t H = static_cast<uint32_t>(cfg.num_heads);
@@ -74,21 +74,9 @@ float time_variant(const ingot_ngram_config &cfg, const BatchView<int32_t, int32
     row_ids_variant<kSkip><<<grid, kThreads, 0, s>>>(cfg, v, rows, cfg.num_heads, errors);
   cudaStreamEndCapture(s, &g);
   cudaGraphInstantiate(&e, g, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int r = 0; r < 60; r++) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(e, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (r >= 10) t.push_back(ms * 1000.f / 20.f);
-  }
-  std::sort(t.begin(), t.end());
+  const float us = median_replay_us(e, s, 10, 50, 20);
   cudaGraphExecDestroy(e), cudaGraphDestroy(g);
-  return t[t.size() / 2];
+  return us;
 }
 
 }  // namespace
