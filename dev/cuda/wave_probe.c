@@ -5,7 +5,7 @@
  * rows; softmax (T 0.8) and the masked step (half the tokens allowed, both logprobs).
  *   cc -O2 -std=c11 dev/cuda/wave_probe.c -Iinclude -I/usr/local/cuda/include \
  *      -Lbuild -lingot -L/usr/local/cuda/lib64 -lcudart -lm -o build/wave_probe
- *   LD_LIBRARY_PATH=build build/wave_probe [V]
+ *   LD_LIBRARY_PATH=build build/wave_probe [V [B ...]]
  * On the device: build the library (dev/final_device.sh's cmake line), then the two
  * commands above, in one call. Session 9's curve is in docs/perf-notes.md. */
 #include <cuda_runtime_api.h>
@@ -56,9 +56,19 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const int64_t V = argc > 1 ? atoll(argv[1]) : 262144, W = (V + 31) / 32;
-  const int batches[] = {1, 2, 4, 8, 12, 14, 15, 16, 17, 18, 20, 21, 22, 24, 28, 32,
-                         33, 42, 43, 48, 56, 63, 64, 65, 80, 96, 128};
-  const int nb = (int)(sizeof batches / sizeof batches[0]), Bmax = 128;
+  /* the batches: the arguments after V, else a default sweep */
+  int batches[64] = {1, 2, 4, 8, 12, 14, 15, 16, 17, 18, 20, 21, 22, 24, 28, 32,
+                     33, 42, 43, 48, 56, 63, 64, 65, 80, 96, 128};
+  int nb = 27;
+  const int Bmax = 128;
+  if (argc > 2) {
+    nb = 0;
+    for (int i = 2; i < argc && nb < 64; i++) {
+      const int b = atoi(argv[i]);
+      if (b < 1 || b > Bmax) return fprintf(stderr, "B must be 1..%d: %s\n", Bmax, argv[i]), 1;
+      batches[nb++] = b;
+    }
+  }
   ingot_context_t ctx;
   ICHECK(ingot_context_create(INGOT_BACKEND_CUDA, 0, &ctx));
   cudaStream_t stream;
@@ -85,6 +95,10 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc((void **)&tokens, Bmax * 4));
   CHECK(cudaMalloc((void **)&seed, Bmax * 8));
   CHECK(cudaMalloc((void **)&pos, Bmax * 8));
+  size_t ws_bytes; /* the softmax's (the same for every batch) */
+  ICHECK(ingot_sampling_softmax_workspace_size(ctx, Bmax, V, INGOT_DTYPE_F32, &ws_bytes));
+  void *ws = NULL;
+  if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   for (int i = 0; i < Bmax; i++) h[i] = 0.8f;
   CHECK(cudaMemcpy(temp, h, Bmax * 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(seed, 7, Bmax * 8));
@@ -117,7 +131,7 @@ int main(int argc, char **argv) {
         cudaGraph_t g;
         CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
         if (op == 0) {
-          ICHECK(ingot_sampling_softmax(ctx, &tl, &p, &tp, &tst, NULL, 0, stream));
+          ICHECK(ingot_sampling_softmax(ctx, &tl, &p, &tp, &tst, ws, ws_bytes, stream));
         } else {
           p.seed = &ts, p.position = &tpos, p.allowed = &tw;
           ICHECK(ingot_sample(ctx, &tl, &p, &ttok, &tst, &l, NULL, 0, stream));
