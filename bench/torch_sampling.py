@@ -84,7 +84,7 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = []
-    ws = torch.empty(0, dtype=torch.uint8, device="cuda")  # CUDA sampling needs none
+    ws = torch.empty(0, dtype=torch.uint8, device="cuda")  # CUDA's ingot.sample needs none
     with ingot.Context("cuda") as ctx:
         for B, V in ((1, 151936), (64, 262144)):
             x = torch.randn(B, V, device="cuda") * 3
@@ -92,8 +92,10 @@ def main():
             probs = torch.empty_like(x)
             status = torch.empty(B, dtype=torch.int32, device="cuda")
             tt = graph_time(lambda: torch.softmax(x / 0.8, dim=-1))
+            sws = torch.empty(ingot.sampling_softmax_workspace_size(ctx, B, V), device="cuda",
+                              dtype=torch.uint8)
             it = graph_time(lambda: ingot.sampling_softmax(ctx, x, temperature=t, probs=probs,
-                                                           row_status=status, workspace=ws))
+                                                           row_status=status, workspace=sws))
             rows.append(("softmax", f"B={B} V={V} f32", tt, it))
         for B, V in ((1, 151936), (64, 262144)):
             x = torch.randn(B, V, device="cuda") * 3

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call that validates a session's work: build everything (sm_90a),
 # every CTest test (GPU tests included), the Python tests, the benchmark rows of
-# the given families (JSON), the PyTorch side-by-side sampling script, and
+# the given families (JSON), the PyTorch and Triton side-by-side sampling scripts, and
 # compute-sanitizer memcheck on the quick/small variants of the new CUDA tests.
 # Usage: dev/final_device.sh OUTDIR "bench filter 1" ["bench filter 2" ...]
 set -o pipefail
@@ -19,6 +19,8 @@ for f in "$@"; do
 done
 INGOT_LIBRARY=$PWD/build/libingot.so PYTHONPATH=$PWD/python timeout 120 python3 bench/torch_sampling.py \
   --json $OUT/torch_sampling.json > $OUT/torch_sampling.txt 2>&1; cat $OUT/torch_sampling.txt | tail -6
+INGOT_LIBRARY=$PWD/build/libingot.so PYTHONPATH=$PWD/python timeout 200 python3 bench/triton_softmax.py \
+  --json $OUT/triton_softmax.json > $OUT/triton_softmax.txt 2>&1; tail -6 $OUT/triton_softmax.txt
 INGOT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_sampling_cuda \
   > $OUT/memcheck_sampling.log 2>&1; echo "memcheck sampling rc $?"; tail -2 $OUT/memcheck_sampling.log
 INGOT_TEST_SMALL=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_nvfp4_gemm_cuda \
