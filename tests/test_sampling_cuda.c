@@ -57,6 +57,12 @@ static void *dev_copy(const void *h, size_t n) {
   return d;
 }
 
+/* A device workspace of the bytes ingot_sampling_softmax needs for [B, V] F32 (*bytes). */
+static void *softmax_workspace(ingot_context_t c, int64_t B, int64_t V, size_t *bytes) {
+  if (ingot_sampling_softmax_workspace_size(c, B, V, INGOT_DTYPE_F32, bytes) != INGOT_OK) abort();
+  return dev_copy(NULL, *bytes);
+}
+
 static double rand_normal(void) {
   double u1 = (test_rand_unit() + 1e-12), u2 = test_rand_unit();
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
@@ -594,6 +600,97 @@ static int test_softmax_rows_alone(void) {
     }
     free_result(&g), free_batch(&b);
   }
+  return 0;
+}
+
+/* The WIDE softmax (B <= 2, V >= 32768, no filter tensors, no lists: each
+ * row over many blocks, partials in the workspace, three launches): its
+ * rows against the CPU's, and bit for bit against the same rows in a batch
+ * of 8, which the dense kernel takes (mixed rows: NaN / +Inf, empty, ties,
+ * greedy, tiny and huge temperatures; a bad temperature on one row; B = 3
+ * and 4, the dense kernel's again); V not a multiple of 4 and row strides
+ * that leave rows unaligned; all dtypes; a bitmask on two vocabularies.
+ * Then the workspace: its size is the same for every batch, and one byte
+ * less is refused with nothing written. */
+static int test_softmax_wide(void) {
+  static const int64_t vocab[4] = {32771, 151936, 262144, 400000};
+  for (int k = 0; k < 4; k++) {
+    batch big;
+    const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
+                                              INGOT_DTYPE_F16}[(k + test_rand()) % 3];
+    make_batch(&big, 8, vocab[k], dtype, 0, 0);
+    set_no_filters(&big);
+    big.nbanned = big.nbias = 0;
+    free(big.allowed);
+    big.allowed = NULL;
+    if (k % 2 == 0) {
+      big.allowed = xcalloc((size_t)(big.B * big.words) * 4);
+      for (int64_t w = 0; w < big.B * big.words; w++)
+        big.allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
+    }
+    if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
+      big.stride = big.V + 1;
+      free(big.logits);
+      big.logits = xcalloc((size_t)(big.B * big.stride) * elem(dtype));
+      for (int64_t r = 0; r < big.B; r++)
+        for (int64_t i = 0; i < big.V; i++) set_logit(&big, r, i, (float)(rand_normal() * 3.0));
+    }
+    /* round 1: the CPU's check too; round 2: a bad temperature on row 1
+     * (the CPU refuses the call; both kernels give zeros and the flag) */
+    for (int round = 0; round < 2; round++) {
+      if (round) big.temperature[1] = -1.0f;
+      result all;
+      alloc_result(&all, &big);
+      EXPECT_OK(gpu, run_batch(gpu, &big, 1, &all));
+      for (int64_t B = 1 + round; B <= 4; B += 1 + round) {
+        batch b = big;
+        b.B = B;
+        result g;
+        if (round) {
+          alloc_result(&g, &b);
+          EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+          EXPECT(g.status[1] == INGOT_SAMPLING_ROW_BAD_PARAMETER, "row 1: status %u",
+                 g.status[1]);
+        } else {
+          softmax_checked(&b, &g);
+        }
+        for (int64_t r = 0; r < B; r++)
+          EXPECT(g.status[r] == all.status[r] &&
+                     memcmp(g.probs + r * b.V, all.probs + r * b.V, (size_t)b.V * 4) == 0,
+                 "V=%lld %s B=%lld row %lld: differs from the dense kernel's (status %u vs %u)",
+                 (long long)b.V, ingot_dtype_name(dtype), (long long)B, (long long)r,
+                 g.status[r], all.status[r]);
+        free_result(&g);
+      }
+      free_result(&all);
+    }
+    free_batch(&big);
+  }
+  size_t need1, need64;
+  EXPECT_OK(gpu, ingot_sampling_softmax_workspace_size(gpu, 1, 151936, INGOT_DTYPE_F32, &need1));
+  EXPECT_OK(gpu,
+            ingot_sampling_softmax_workspace_size(gpu, 64, 151936, INGOT_DTYPE_BF16, &need64));
+  EXPECT(need1 > 0 && need1 == need64, "workspace %zu at B = 1, %zu at B = 64", need1, need64);
+  const int64_t V = 151936;
+  float *h = xcalloc((size_t)V * 4), *back = xcalloc((size_t)V * 4);
+  for (int64_t i = 0; i < V; i++) h[i] = (float)rand_normal();
+  void *dl = dev_copy(h, (size_t)V * 4), *dp = dev_copy(NULL, (size_t)V * 4),
+       *ws = dev_copy(NULL, need1);
+  CUDA_OK(cudaMemset(dp, 0x7f, (size_t)V * 4));
+  ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, 1, V, V),
+               tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, 1, V, V);
+  ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+  EXPECT(ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, ws, need1 - 1,
+                                (struct CUstream_st *)stream) ==
+             INGOT_STATUS_INSUFFICIENT_WORKSPACE,
+         "one byte short: %s", ingot_last_error(gpu));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaMemcpy(back, dp, (size_t)V * 4, cudaMemcpyDeviceToHost);
+  int64_t written = 0;
+  for (int64_t i = 0; i < V; i++) written += ((uint32_t *)back)[i] != 0x7f7f7f7fu;
+  EXPECT(written == 0, "a refused call wrote %lld probabilities", (long long)written);
+  cudaFree(dl), cudaFree(dp), cudaFree(ws);
+  free(h), free(back);
   return 0;
 }
 
@@ -1436,6 +1533,8 @@ static int test_chained_calls(void) {
         *dT = dev_copy(temp, sizeof temp), *dOne = dev_copy(one, sizeof one);
   void *dS = dev_copy(NULL, sizeof seed), *dPos = dev_copy(NULL, sizeof pos),
        *dTok = dev_copy(NULL, sizeof tok);
+  size_t swsb;
+  void *sws = softmax_workspace(gpu, B, V, &swsb);
   ingot_tensor t1 = ingot_tensor_2d(d1, INGOT_DTYPE_F32, B, V, V),
                t2 = ingot_tensor_2d(d2, INGOT_DTYPE_F32, B, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
@@ -1458,10 +1557,10 @@ static int test_chained_calls(void) {
     cudaMemcpy(dS, seed, sizeof seed, cudaMemcpyHostToDevice);
     cudaMemcpy(dPos, pos, sizeof pos, cudaMemcpyHostToDevice);
     /* each softmax alone, for the expected values */
-    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s));
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s));
     CUDA_OK(cudaStreamSynchronize(stream));
     cudaMemcpy(p1, dp, bytes, cudaMemcpyDeviceToHost);
-    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s));
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s));
     CUDA_OK(cudaStreamSynchronize(stream));
     cudaMemcpy(p2, dp, bytes, cudaMemcpyDeviceToHost);
     /* the chain, in a graph so that each kernel is queued before the previous
@@ -1470,9 +1569,9 @@ static int test_chained_calls(void) {
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     CUDA_OK(cudaMemsetAsync(dp, 0, bytes, stream));
-    ingot_status st[3] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, NULL, 0, s),
+    ingot_status st[3] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s),
                           ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, NULL, 0, s),
-                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, NULL, 0, s)};
+                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s)};
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     for (int i = 0; i < 3; i++) EXPECT_OK(gpu, st[i]);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -1501,7 +1600,7 @@ static int test_chained_calls(void) {
            round, (long long)differ, (long long)B);
     EXPECT(memcmp(got, p2, bytes) == 0, "round %d: P is not the second softmax's", round);
   }
-  void *all[] = {d1, d2, dp, dT, dOne, dS, dPos, dTok};
+  void *all[] = {d1, d2, dp, dT, dOne, dS, dPos, dTok, sws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   free(h1), free(h2), free(p1), free(p2), free(got);
   return 0;
@@ -1526,6 +1625,8 @@ static int test_capture_first_call(void) {
   float *dl = dev_copy(h, n * 4), *dT = dev_copy(temp, B * 4), *dp = dev_copy(NULL, n * 4);
   void *dA = dev_copy(allowed, (size_t)(B * W) * 4), *dS = dev_copy(seed, B * 8),
        *dTok = dev_copy(NULL, B * 4);
+  size_t wsb;
+  void *ws = softmax_workspace(gpu, B, V, &wsb);
   ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
                tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
@@ -1540,7 +1641,7 @@ static int test_capture_first_call(void) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ingot_status st[2] = {ingot_sampling_softmax(fresh, &tl, &prm, &tp, NULL, NULL, 0, s),
+  ingot_status st[2] = {ingot_sampling_softmax(fresh, &tl, &prm, &tp, NULL, ws, wsb, s),
                         ingot_sample(fresh, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s)};
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   for (int i = 0; i < 2; i++) EXPECT_OK(fresh, st[i]);
@@ -1555,14 +1656,14 @@ static int test_capture_first_call(void) {
   cudaGraphDestroy(graph);
   ingot_context_destroy(fresh);
   CUDA_OK(cudaMemset(dp, 0, n * 4));
-  EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, NULL, 0, s));
+  EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, ws, wsb, s));
   EXPECT_OK(gpu, ingot_sample(gpu, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s));
   CUDA_OK(cudaStreamSynchronize(stream));
   cudaMemcpy(p_eager, dp, n * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(tok_eager, dTok, B * 4, cudaMemcpyDeviceToHost);
   EXPECT(memcmp(p_graph, p_eager, n * 4) == 0, "captured softmax != eager");
   EXPECT(memcmp(tok_graph, tok_eager, B * 4) == 0, "captured tokens != eager");
-  void *all[] = {dl, dT, dp, dA, dS, dTok};
+  void *all[] = {dl, dT, dp, dA, dS, dTok, ws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   free(h), free(temp), free(p_graph), free(p_eager), free(allowed), free(seed);
   free(tok_graph), free(tok_eager);
@@ -1589,6 +1690,7 @@ int main(void) {
   test_run("small_vocab_topk", test_small_vocab_topk);
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("softmax_rows_alone", test_softmax_rows_alone);
+  test_run("softmax_wide", test_softmax_wide);
   test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("masked_step_masses", test_masked_step_masses);

@@ -750,8 +750,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * 16-byte aligned (workspace may be NULL when 0 bytes are needed); its
  * contents on entry do not matter and are undefined after the call.
  *
- * CUDA: each op is one kernel launch (two in the case below) and needs no
- * workspace (the queries return 0). A row is processed by a cluster of up to 16 thread blocks
+ * CUDA: each op is one kernel launch (two or three in the cases below) and
+ * needs no workspace (the queries return 0), except ingot_sampling_softmax
+ * (the WIDE path below). A row is processed by a cluster of up to 16 thread blocks
  * (sm_90; one block before) holding the row in shared memory, so V is
  * bounded by the device: on an H200 about 800k tokens, and with the raw
  * outputs of ingot_sample 400k on the general kernel, 580k on the dense
@@ -796,13 +797,22 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *   top_k / top_p / min_p tensors; with them both kernels are launched,
  *   each taking its rows, so passing NULL for unused filters saves a
  *   launch.
+ *   - WIDE (ingot_sampling_softmax on sm_90): a call of B <= 2 rows, V >=
+ *     32768, no top_k / top_p / min_p tensors and no bias / ban lists,
+ *     that the dense kernel could serve, spreads each row over about
+ *     132 / B blocks of the whole GPU instead of one cluster: three kernels
+ *     chained by programmatic dependent launch, the partial results (a few
+ *     KB) in the workspace. The same bits as the dense kernel. H200, V =
+ *     151936: 4.4 us a call against 5.1.
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index
  * or its neighbours.
  * On sm_90 both kernels use programmatic dependent launch: each may be
  * scheduled while the stream's previous kernel still runs, and waits for
  * it to complete before touching global memory (only its own launch
- * parameters are read before); it then lets the stream's next
+ * parameters are read before; the second and third kernels of the wide
+ * softmax also read the logits, temperatures and partial results that
+ * the first one has already waited for); it then lets the stream's next
  * kernel be scheduled early, which matters only if that kernel was itself
  * launched with programmatic stream serialization (and so must wait the
  * same way before reading these outputs). In a CUDA graph of consecutive
@@ -928,7 +938,13 @@ INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *log
 /* Bytes of workspace ingot_sampling_softmax needs for logits
  * [batch, vocab_size] of logits_dtype. CPU: 12 * V rounded up to 16 (0
  * would do without top-k / top-p, but the size cannot depend on params).
- * CUDA: 0. */
+ * CUDA: a few KB on sm_90 and later for V >= 32768 (2816 bytes at V =
+ * 151936 on an H200; 0 otherwise), the same for every batch, so a buffer
+ * sized for the largest batch serves every smaller one: the partial
+ * results of the WIDE softmax, which takes calls of B <= 2 rows without
+ * filter tensors or bias / ban lists and spreads each row over blocks of
+ * the whole GPU (three kernels chained by programmatic dependent launch;
+ * the same bits as the dense kernel, which takes the other calls). */
 INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t batch,
                                                              int64_t vocab_size,
                                                              ingot_dtype logits_dtype,

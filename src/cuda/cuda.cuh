@@ -93,5 +93,16 @@ ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
                                                const ingot_sampling_input *in, float *probs,
                                                int64_t probs_stride, uint32_t *row_status,
                                                int split, struct CUstream_st *stream);
+/* The wide softmax (sampling_dense.cu): ingot_sampling_softmax for a few
+ * rows without filter tensors or lists, each row over many blocks of the
+ * whole GPU, partial results in the workspace (wide_fits: it takes the
+ * call; wide_workspace: its bytes for any batch, 0 when it is never used). */
+size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64_t vocab);
+int ingot_cuda_sampling_softmax_wide_fits(const struct ingot_context *ctx,
+                                          const ingot_sampling_input *in);
+ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
+                                              const ingot_sampling_input *in, float *probs,
+                                              int64_t probs_stride, uint32_t *row_status,
+                                              void *workspace, struct CUstream_st *stream);
 
 #endif

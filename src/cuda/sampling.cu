@@ -912,7 +912,9 @@ ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t
 ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
                                                         int64_t vocab, ingot_dtype dtype,
                                                         size_t *bytes) {
-  return ingot_cuda_sample_workspace_size(ctx, batch, vocab, dtype, 0, bytes);
+  (void)batch, (void)dtype;
+  *bytes = ingot_cuda_sampling_wide_workspace(ctx, vocab); /* the wide softmax's partials */
+  return INGOT_STATUS_SUCCESS;
 }
 
 ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
@@ -943,8 +945,11 @@ ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
                                          int64_t probs_stride, uint32_t *row_status,
                                          void *workspace, size_t workspace_bytes,
                                          struct CUstream_st *stream) {
-  (void)workspace, (void)workspace_bytes;
+  (void)workspace_bytes; /* core checked it against the size query */
   static const char op[] = "ingot_sampling_softmax";
+  if (ingot_cuda_sampling_softmax_wide_fits(ctx, in))
+    return ingot_cuda_sampling_softmax_wide(ctx, in, probs, probs_stride, row_status, workspace,
+                                            stream);
   const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 1);
   if (dense == 1)
     return ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 0, stream);

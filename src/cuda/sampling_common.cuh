@@ -95,19 +95,26 @@ __device__ __forceinline__ void write_empty_top(const ingot_sampling_output &o, 
  * top-n slots (sample), zero probabilities for this block's n tokens from lo
  * (softmax). Called by every thread of each block of the row, before
  * anything is exchanged. */
+__device__ __forceinline__ void write_bad_softmax_row(float *probs, int64_t probs_stride,
+                                                      uint32_t *row_status, int64_t r, int64_t lo,
+                                                      int n) {
+  if (threadIdx.x == 0 && lo == 0 && row_status) row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) probs[r * probs_stride + lo + j] = 0.0f;
+}
+
 __device__ __forceinline__ void write_bad_parameter_row(const SamplingArgs &a, bool sample,
                                                         int64_t r, int64_t lo, int n) {
+  if (!sample) {
+    write_bad_softmax_row(a.probs, a.probs_stride, a.row_status, r, lo, n);
+    return;
+  }
   if (threadIdx.x == 0 && lo == 0) {
     if (a.row_status) a.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
-    if (sample) {
-      a.out.tokens[r] = -1;
-      if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
-      if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
-    }
+    a.out.tokens[r] = -1;
+    if (a.out.token_logprob) a.out.token_logprob[r] = -INFINITY;
+    if (a.out.token_raw_logprob) a.out.token_raw_logprob[r] = -INFINITY;
   }
-  if (sample) write_empty_top(a.out, r, lo == 0);
-  if (!sample)
-    for (int j = threadIdx.x; j < n; j += blockDim.x) a.probs[r * a.probs_stride + lo + j] = 0.0f;
+  write_empty_top(a.out, r, lo == 0);
 }
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }

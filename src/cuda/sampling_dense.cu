@@ -60,6 +60,7 @@
  * within kApproxSlack = 1e-3 of the best key known (L0 or the thread's own
  * exact best) gets its exact key.
  */
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -1011,6 +1012,335 @@ __device__ __forceinline__ void softmax_finish(const DenseArgs &a, int64_t r, in
   }
 }
 
+/* ---- the wide softmax (small batches) ---------------------------------------------- */
+
+/* ingot_sampling_softmax for one or two rows (B <= kWideMaxBatch, V >=
+ * kWideMinVocab) without filter tensors or bias / ban lists. A cluster a row
+ * would leave all but 16 SMs idle, so each row is cut into nch chunks of
+ * one block each over the whole GPU (132 / B on the H200), and the row's two
+ * reductions go through the caller's workspace between three kernels
+ * chained by programmatic dependent launch:
+ *   1. wide_max: the chunk's argmax key and flags -> keys[b], flags[b];
+ *   2. wide_mass: loads its chunk BEFORE its wait (it is launched once every
+ *      block of 1 has passed its own wait, so the logits are final), then
+ *      the row's maximum from keys, the chunk's weights w_i -> probs (as the
+ *      dense kernel keeps them in shared memory) and its fixed-point mass
+ *      -> mass[b];
+ *   3. wide_write: reads keys and flags before its wait (2 passed its wait,
+ *      so 1 is complete), then the row's mass and the chunk's w_i, and
+ *      writes p_i = w_i * fp32(1 / Z) over them (or the greedy row's one-hot,
+ *      an empty or bad row's zeros).
+ * Each w_i, each group's fixed-point mass, the integer total and each p_i
+ * are softmax_finish's to the bit, and none depends on the partition: a
+ * row's probabilities are the same bits on either path, whatever the batch.
+ * Thread t holds the groups of 4 tokens at 4 t + 4 kWideThreads g of its
+ * chunk, g < kGroups, in registers. */
+constexpr int kWideThreads = 256;
+constexpr int kWideMaxGroups = 8;
+
+/* Every field the three kernels read, and nothing else: 104 bytes from
+ * c[0x0][0x210], two lines of the constant cache, which each kernel reads
+ * before its wait (the row's geometry, or wide_touch). A field in a line
+ * first read after the wait costs that wait a constant-cache miss (the
+ * SamplingArgs of the first version spanned six lines; this layout and
+ * wide_touch measured 4.82 -> 4.69 us at B = 1, V = 151936). */
+struct WideArgs {
+  const void *logits;
+  int64_t logits_stride;
+  const uint32_t *allowed; /* NULL: every token allowed */
+  int64_t allowed_stride;
+  const float *temperature; /* NULL: 1 */
+  float *probs;
+  int64_t probs_stride;
+  uint32_t *row_status;     /* NULL: not written */
+  unsigned long long *keys; /* workspace: [B * nch] argmax keys, */
+  unsigned long long *mass; /* [B * nch] fixed-point masses, */
+  uint32_t *flags;          /* [B * nch] flags */
+  int64_t vocab;
+  int chunk, nch; /* nch chunks a row, of chunk tokens (the last may be shorter) */
+};
+
+struct WidePart {
+  int64_t r, lo;
+  int n;
+};
+
+__device__ __forceinline__ WidePart wide_part(const WideArgs &w) {
+  WidePart p;
+  p.r = blockIdx.x / w.nch;
+  p.lo = (int64_t)(blockIdx.x % w.nch) * w.chunk;
+  p.n = (int)min((int64_t)w.chunk, w.vocab - p.lo);
+  return p;
+}
+
+/* The first token of thread t's group g of a part. */
+__device__ __forceinline__ int wide_token(int g) {
+  return 4 * (int)threadIdx.x + 4 * kWideThreads * g;
+}
+
+/* Tokens j .. j + 3 of a row AS LOADED (fp32 words, or 16-bit halves in x
+ * and y), -Inf's bits past n: wide_load issues every group's loads before it
+ * decodes any, so that a thread's loads are in flight together (a load4 a
+ * group waited for each group in turn: three round trips at 3 groups). */
+template <int kDtype>
+__device__ __forceinline__ uint4 raw4(const void *base, bool vec, int j, int n) {
+  constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
+  if (dtype == INGOT_DTYPE_F32) {
+    const uint32_t *w = static_cast<const uint32_t *>(base);
+    if (vec && j + 3 < n) return __ldg(reinterpret_cast<const uint4 *>(w + j));
+    uint32_t e[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) e[i] = j + i < n ? __ldg(w + j + i) : 0xff800000u;
+    return make_uint4(e[0], e[1], e[2], e[3]);
+  }
+  const uint16_t *h = static_cast<const uint16_t *>(base);
+  if (vec && j + 3 < n) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(h + j));
+    return make_uint4(q.x, q.y, 0u, 0u);
+  }
+  const uint32_t ninf = dtype == INGOT_DTYPE_BF16 ? 0xff80u : 0xfc00u;
+  uint32_t e[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) e[i] = j + i < n ? (uint32_t)__ldg(h + j + i) : ninf;
+  return make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, 0u, 0u);
+}
+
+/* raw4's tokens as fp32 (load4's values). */
+template <int kDtype>
+__device__ __forceinline__ void decode4(uint4 r, float x[4]) {
+  constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
+  if (dtype == INGOT_DTYPE_F32) {
+    x[0] = __uint_as_float(r.x), x[1] = __uint_as_float(r.y);
+    x[2] = __uint_as_float(r.z), x[3] = __uint_as_float(r.w);
+    return;
+  }
+  const uint32_t w[2] = {r.x, r.y};
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+    x[e] = dtype == INGOT_DTYPE_BF16 ? ingot_bf16_to_f32(h) : ingot_f16_to_f32(h);
+  }
+}
+
+/* The chunk's values as the dense kernel's pass 1 leaves them (bitmask,
+ * then the finite rule: mask4), -Inf past its end; returns whether a NaN or
+ * +Inf was seen. */
+template <int kDtype, int kGroups>
+__device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
+                                          float x[kGroups][4]) {
+  constexpr size_t esize = (ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2;
+  const void *row =
+      static_cast<const char *>(w.logits) + (size_t)(p.r * w.logits_stride + p.lo) * esize;
+  const bool vec = (reinterpret_cast<uintptr_t>(row) & (esize == 4 ? 15u : 7u)) == 0;
+  const uint32_t *words = w.allowed ? w.allowed + p.r * w.allowed_stride : nullptr;
+  uint4 raw[kGroups];
+  uint32_t word[kGroups];
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) { /* every load first */
+    const int j = wide_token(g);
+    raw[g] = raw4<kDtype>(row, vec, j, p.n);
+    /* a multiple of 4: its 4 bits lie in one word */
+    word[g] = words && j < p.n ? __ldg(words + ((p.lo + j) >> 5)) : 0xffffffffu;
+  }
+  bool nan = false;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) {
+    decode4<kDtype>(raw[g], x[g]);
+    mask4(x[g], word[g] >> ((p.lo + wide_token(g)) & 31), nan);
+  }
+  return nan;
+}
+
+/* The part's probabilities row: 4 values at token j (those below n). */
+__device__ __forceinline__ void wide_store4(float *prow, bool pvec, int j, int n,
+                                            const float q[4]) {
+  if (pvec && j + 3 < n) {
+    *reinterpret_cast<float4 *>(prow + j) = make_float4(q[0], q[1], q[2], q[3]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; e++) /* unrolled: q stays in registers */
+      if (j + e < n) prow[j + e] = q[e];
+  }
+}
+
+/* The block's argmax key and flags, on every thread (max and OR: any order). */
+__device__ __forceinline__ ArgmaxStats wide_block_argmax(ArgmaxStats v) {
+  __shared__ ArgmaxStats part[kWideThreads / 32];
+  v = ReduceArgmax{}(v);
+  if (lane_id() == 0) part[warp_id()] = v;
+  __syncthreads();
+  v = part[0];
+#pragma unroll
+  for (int i = 1; i < kWideThreads / 32; i++) {
+    v.best = part[i].best > v.best ? part[i].best : v.best;
+    v.flags |= part[i].flags;
+  }
+  return v;
+}
+
+/* The block's sum of one fixed-point mass a thread (each < 2^60), on every thread. */
+__device__ __forceinline__ unsigned long long wide_block_mass(unsigned long long v) {
+  __shared__ unsigned long long part[kWideThreads / 32];
+  v = ReduceMass{}(v);
+  if (lane_id() == 0) part[warp_id()] = v;
+  __syncthreads();
+  v = 0;
+#pragma unroll
+  for (int i = 0; i < kWideThreads / 32; i++) v += part[i];
+  return v;
+}
+
+/* The row's argmax key, and its flags if kFlags: wide_max's of every chunk. */
+template <bool kFlags>
+__device__ __forceinline__ ArgmaxStats wide_row_argmax(const WideArgs &w, int64_t r) {
+  ArgmaxStats v{0ull, 0u, 0u};
+  for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
+    const unsigned long long k = w.keys[r * w.nch + i];
+    v.best = k > v.best ? k : v.best;
+    if (kFlags) v.flags |= w.flags[r * w.nch + i];
+  }
+  return wide_block_argmax(v);
+}
+
+/* Reads the first line of WideArgs into the SM's constant cache before
+ * wide_max's wait, so that the loads after the wait do not miss there: one
+ * thread prefetches the chunk's start, whose address needs logits and
+ * logits_stride (every thread at one address would crowd an L2 slice). */
+template <int kDtype>
+__device__ __forceinline__ void wide_touch(const WideArgs &w, const WidePart &p) {
+  constexpr size_t esize = (ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2;
+  const void *start =
+      static_cast<const char *>(w.logits) + (size_t)(p.r * w.logits_stride + p.lo) * esize;
+  if (threadIdx.x == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(start));
+}
+
+/* The row's temperature, read before the kernel's wait (an input: the
+ * kernels that read it are launched after wide_max passed its wait). */
+__device__ __forceinline__ float wide_t(const WideArgs &w, const WidePart &p) {
+  return w.temperature ? w.temperature[p.r] : 1.0f;
+}
+
+/* T when it is valid and the row draws softly (T > 0, something allowed); 0 otherwise. */
+__device__ __forceinline__ float wide_soft_t(float T, const ArgmaxStats &st) {
+  return ingot_sampling_params_check(T, 0, 1.0f, 0.0f) == 0 && st.best != 0 && T > 0.0f ? T
+                                                                                        : 0.0f;
+}
+
+template <int kDtype, int kGroups>
+__global__ void __launch_bounds__(kWideThreads, 1) wide_max(const WideArgs w) {
+  const WidePart p = wide_part(w);
+  wide_touch<kDtype>(w, p);
+  wait_for_previous_grid();
+  float x[kGroups][4];
+  const bool nan = wide_load<kDtype, kGroups>(w, p, x);
+  /* the thread's maximum and its first group (track4), then its first token
+   * there (first_token): one key a thread, the lowest id among equals */
+  float bm = -INFINITY;
+  int bg = 0;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) {
+    const float m4 = fmaxf(fmaxf(x[g][0], x[g][1]), fmaxf(x[g][2], x[g][3]));
+    if (m4 > bm) bm = m4, bg = g;
+  }
+  unsigned long long best = 0;
+  if (bm > -INFINITY) {
+    int e = 0;
+#pragma unroll
+    for (int g = 0; g < kGroups; g++)
+      if (g == bg) e = x[g][0] == bm ? 0 : x[g][1] == bm ? 1 : x[g][2] == bm ? 2 : 3;
+    best = best_key(bm, (int32_t)(p.lo + wide_token(bg) + e));
+  }
+  const ArgmaxStats s =
+      wide_block_argmax(ArgmaxStats{best, nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u, 0u});
+  if (threadIdx.x == 0) w.keys[blockIdx.x] = s.best, w.flags[blockIdx.x] = s.flags;
+}
+
+template <int kDtype, int kGroups>
+__global__ void __launch_bounds__(kWideThreads, 1) wide_mass(const WideArgs w) {
+  const WidePart p = wide_part(w);
+  const float t_given = wide_t(w, p);
+  float x[kGroups][4];
+  wide_load<kDtype, kGroups>(w, p, x); /* wide_max has passed its wait */
+  wait_for_previous_grid();
+  const ArgmaxStats st = wide_row_argmax<false>(w, p.r);
+  const float T = wide_soft_t(t_given, st);
+  unsigned long long mass = 0;
+  if (T > 0.0f) { /* uniform over the row */
+    /* w_i = e^((x - m) / T), softmax_finish's, kept in probs for wide_write */
+    const Divisor div_t = divisor_of(T);
+    const float m = best_value(st.best);
+    float *const prow = w.probs + p.r * w.probs_stride + p.lo;
+    const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
+    with_fast(div_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+#pragma unroll
+      for (int g = 0; g < kGroups; g++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) x[g][e] = mass_of<kFast>(__fsub_rn(x[g][e], m), div_t);
+        mass += fixed_mass(x[g]);
+        if (wide_token(g) < p.n) wide_store4(prow, pvec, wide_token(g), p.n, x[g]);
+      }
+    });
+  }
+  mass = wide_block_mass(mass);
+  if (threadIdx.x == 0) w.mass[blockIdx.x] = mass;
+}
+
+template <int kDtype, int kGroups>
+__global__ void __launch_bounds__(kWideThreads, 1) wide_write(const WideArgs w) {
+  const WidePart p = wide_part(w);
+  const float t_given = wide_t(w, p);
+  /* wide_mass has passed its wait: wide_max is complete */
+  const ArgmaxStats st = wide_row_argmax<true>(w, p.r);
+  const float T = wide_soft_t(t_given, st);
+  const bool bad = ingot_sampling_params_check(t_given, 0, 1.0f, 0.0f) != 0;
+  float *const prow = w.probs + p.r * w.probs_stride + p.lo;
+  const bool pvec = (reinterpret_cast<uintptr_t>(prow) & 15u) == 0;
+  wait_for_previous_grid();
+  if (bad) {
+    write_bad_softmax_row(w.probs, w.probs_stride, w.row_status, p.r, p.lo, p.n);
+    return;
+  }
+  const bool empty = st.best == 0;
+  if (threadIdx.x == 0 && p.lo == 0 && w.row_status)
+    w.row_status[p.r] = st.flags | (empty ? INGOT_SAMPLING_ROW_EMPTY : 0u);
+  if (T > 0.0f) { /* uniform over the row: wide_mass's w_i, scaled */
+    float q[kGroups][4];
+#pragma unroll
+    for (int g = 0; g < kGroups; g++) { /* loaded first: they travel with the masses */
+      const int j = wide_token(g);
+      if (pvec && j + 3 < p.n) {
+        const float4 v = *reinterpret_cast<const float4 *>(prow + j);
+        q[g][0] = v.x, q[g][1] = v.y, q[g][2] = v.z, q[g][3] = v.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++) q[g][e] = j + e < p.n ? prow[j + e] : 0.0f;
+      }
+    }
+    unsigned long long z = 0;
+    for (int i = threadIdx.x; i < w.nch; i += kWideThreads) z += w.mass[p.r * w.nch + i];
+    const float inv_z = (float)((double)kMassUnit / (double)wide_block_mass(z));
+#pragma unroll
+    for (int g = 0; g < kGroups; g++) {
+      if (wide_token(g) >= p.n) break;
+#pragma unroll
+      for (int e = 0; e < 4; e++) q[g][e] = __fmul_rn(q[g][e], inv_z);
+      wide_store4(prow, pvec, wide_token(g), p.n, q[g]);
+    }
+    return;
+  }
+  const int64_t hot = empty ? -1 : best_id(st.best); /* a greedy row's one */
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) {
+    const int j = wide_token(g);
+    if (j >= p.n) break;
+    float q[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) q[e] = p.lo + j + e == hot ? 1.0f : 0.0f;
+    wide_store4(prow, pvec, j, p.n, q);
+  }
+}
+
 /* ---- the kernel -------------------------------------------------------------------- */
 
 /* Blocks per SM the registers must allow: three for the softmax and the
@@ -1691,4 +2021,111 @@ ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
   args.row_status = row_status;
   args.split = split;
   return dense_launch<kDenseSoftmax>(ctx, "ingot_sampling_softmax", args, stream);
+}
+
+/* ---- the wide softmax: host side ---------------------------------------------------- */
+
+namespace {
+
+/* Measured on the H200 at V = 151936 (dev/cuda/wave_probe.c, one call a
+ * graph): the wide path 7.36 / 7.71 / 8.83 us at B = 1 / 2 / 4 against the
+ * dense kernel's 7.84, so it takes B <= 2 only. */
+constexpr int64_t kWideMaxBatch = 2;
+constexpr int64_t kWideMinVocab = 32768;
+
+/* Chunks a row and tokens a chunk: about one block a SM over the batch
+ * (B = 1 on all 132 SMs of the H200 took 4.44 us, on 66 4.69), whole
+ * groups of 4, 1 to kWideMaxGroups groups a thread. */
+void wide_geometry(const struct ingot_context *ctx, int64_t batch, int64_t vocab, int *nch,
+                   int *chunk) {
+  const int64_t per = std::max<int64_t>(ctx->sm_count / batch, 1);
+  int64_t ch = ((vocab + per - 1) / per + 3) / 4 * 4;
+  ch = std::min<int64_t>(std::max<int64_t>(ch, 4 * kWideThreads),
+                         4 * kWideThreads * kWideMaxGroups);
+  *chunk = (int)ch;
+  *nch = (int)((vocab + ch - 1) / ch);
+}
+
+/* The workspace: keys, masses (8 bytes each) and flags (4) for every block. */
+size_t wide_bytes(int64_t blocks) { return (size_t)blocks * 20; }
+
+typedef void (*WideKernel)(const WideArgs);
+
+template <int kDtype>
+void wide_kernels(int groups, WideKernel k[3]) {
+#define INGOT_WIDE_CASE(G)                                                               \
+  case G:                                                                                \
+    k[0] = wide_max<kDtype, G>, k[1] = wide_mass<kDtype, G>, k[2] = wide_write<kDtype, G>; \
+    return;
+  switch (groups) {
+    INGOT_WIDE_CASE(1)
+    INGOT_WIDE_CASE(2)
+    INGOT_WIDE_CASE(3)
+    INGOT_WIDE_CASE(4)
+    INGOT_WIDE_CASE(5)
+    INGOT_WIDE_CASE(6)
+    INGOT_WIDE_CASE(7)
+    default:
+      INGOT_WIDE_CASE(8)
+  }
+#undef INGOT_WIDE_CASE
+}
+
+}  // namespace
+
+size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64_t vocab) {
+  if (ctx->cc_major < 9 || vocab < kWideMinVocab) return 0;
+  int64_t most = 0; /* the same for every batch: a buffer sized for one batch serves smaller ones */
+  for (int64_t b = 1; b <= kWideMaxBatch; b++) {
+    int nch, chunk;
+    wide_geometry(ctx, b, vocab, &nch, &chunk);
+    most = std::max(most, b * nch);
+  }
+  return (wide_bytes(most) + 255) / 256 * 256;
+}
+
+int ingot_cuda_sampling_softmax_wide_fits(const struct ingot_context *ctx,
+                                          const ingot_sampling_input *in) {
+  return ctx->cc_major >= 9 && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
+         !in->top_k && !in->top_p && !in->min_p && in->num_bias == 0 && in->num_banned == 0 &&
+         /* larger batches of the same rows take the dense kernel: the same bits */
+         dense_fits(ctx, in, kDenseSoftmax);
+}
+
+ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
+                                              const ingot_sampling_input *in, float *probs,
+                                              int64_t probs_stride, uint32_t *row_status,
+                                              void *workspace, struct CUstream_st *stream) {
+  static const char op[] = "ingot_sampling_softmax";
+  WideArgs w = {};
+  w.logits = in->logits;
+  w.logits_stride = in->logits_stride;
+  w.allowed = in->allowed;
+  w.allowed_stride = in->allowed_stride;
+  w.temperature = in->temperature;
+  w.probs = probs;
+  w.probs_stride = probs_stride;
+  w.row_status = row_status;
+  w.vocab = in->vocab;
+  wide_geometry(ctx, in->batch, in->vocab, &w.nch, &w.chunk);
+  const int64_t blocks = in->batch * w.nch;
+  w.keys = static_cast<unsigned long long *>(workspace);
+  w.mass = w.keys + blocks;
+  w.flags = reinterpret_cast<uint32_t *>(w.mass + blocks);
+  WideKernel k[3];
+  const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
+  switch (in->dtype) {
+    case INGOT_DTYPE_BF16: wide_kernels<INGOT_DTYPE_BF16>(groups, k); break;
+    case INGOT_DTYPE_F16: wide_kernels<INGOT_DTYPE_F16>(groups, k); break;
+    default: wide_kernels<INGOT_DTYPE_F32>(groups, k);
+  }
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  for (int i = 0; i < 3; i++) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
+    INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, k[i], w));
+  }
+  return ingot_cuda_check_launch(ctx, op);
 }
