@@ -612,8 +612,26 @@ static int test_softmax_rows_alone(void) {
  * that leave rows unaligned; all dtypes; a bitmask on two vocabularies.
  * Then the workspace: its size is the same for every batch, and one byte
  * less is refused with nothing written. */
+/* Row r of b made one of the rows that must take the wide path's special
+ * branches (its logits and temperature; kind 1 needs a bitmask). */
+static void special_row(batch *b, int64_t r, int kind) {
+  for (int64_t i = 0; i < b->V; i++) {
+    float v = (float)(rand_normal() * 3.0);
+    if (kind == 0 && test_rand() % 997 == 0) v = test_rand() % 2 ? NAN : INFINITY;
+    if (kind == 2) v = 2.0f; /* greedy over ties: the lowest allowed id */
+    if (kind == 3) v = -INFINITY;
+    set_logit(b, r, i, v);
+  }
+  if (kind == 1)
+    for (int64_t w = 0; w < b->words; w++) b->allowed[r * b->words + w] = 0u;
+  b->temperature[r] = (float[]){0.8f, 1.0f, 0.0f, 1.0f, 3e-10f, 5e9f, 1e-3f}[kind];
+}
+
 static int test_softmax_wide(void) {
-  static const int64_t vocab[4] = {32771, 151936, 262144, 400000};
+  /* 32771: a partial last group; 600000: 8 groups a thread at B = 2 */
+  static const int64_t vocab[4] = {32771, 151936, 262144, 600000};
+  /* the special rows 0 and 1 of each vocabulary (special_row) */
+  static const int kinds[4][2] = {{0, 1}, {2, 3}, {4, 1}, {5, 6}};
   for (int k = 0; k < 4; k++) {
     batch big;
     const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
@@ -635,6 +653,8 @@ static int test_softmax_wide(void) {
       for (int64_t r = 0; r < big.B; r++)
         for (int64_t i = 0; i < big.V; i++) set_logit(&big, r, i, (float)(rand_normal() * 3.0));
     }
+    special_row(&big, 0, kinds[k][0]);
+    special_row(&big, 1, kinds[k][1]);
     /* round 1: the CPU's check too; round 2: a bad temperature on row 1
      * (the CPU refuses the call; both kernels give zeros and the flag) */
     for (int round = 0; round < 2; round++) {
@@ -668,6 +688,27 @@ static int test_softmax_wide(void) {
   }
   size_t need1, need64;
   EXPECT_OK(gpu, ingot_sampling_softmax_workspace_size(gpu, 1, 151936, INGOT_DTYPE_F32, &need1));
+  /* the wide path runs: three kernels at B = 1 and 2, the dense kernel alone at B = 3 */
+  for (int64_t B = 1; B <= 3; B++) {
+    const int64_t Vn = 151936;
+    void *dl = dev_copy(NULL, (size_t)(B * Vn) * 4), *dp = dev_copy(NULL, (size_t)(B * Vn) * 4),
+         *ws = dev_copy(NULL, need1);
+    ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, Vn, Vn),
+                 tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, Vn, Vn);
+    ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const ingot_status st =
+        ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, ws, need1, (struct CUstream_st *)stream);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    EXPECT_OK(gpu, st);
+    size_t nodes = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    EXPECT(nodes == (B <= 2 ? 3u : 1u), "B=%lld: the softmax captured %zu kernels", (long long)B,
+           nodes);
+    cudaGraphDestroy(graph);
+    cudaFree(dl), cudaFree(dp), cudaFree(ws);
+  }
   EXPECT_OK(gpu,
             ingot_sampling_softmax_workspace_size(gpu, 64, 151936, INGOT_DTYPE_BF16, &need64));
   EXPECT(need1 > 0 && need1 == need64, "workspace %zu at B = 1, %zu at B = 64", need1, need64);
@@ -1455,16 +1496,18 @@ static void new_inputs(batch *b, int rep) {
  * on the general kernel). filters: top_k / top_p / min_p tensors given
  * (without top-n the two kernels split the rows: plain, small top-k and
  * nucleus rows dense, unless a nucleus row is handed off, the others
- * general). softmax: ingot_sampling_softmax instead of ingot_sample. */
-static int graph_replay(int64_t n, int filters, int softmax) {
-  const int64_t B = 6, V = 151936, lists = 12;
+ * general). softmax: ingot_sampling_softmax instead of ingot_sample. B rows,
+ * bias and ban lists of `lists` entries each (B = 2 without lists or filters:
+ * the wide softmax's three launches). */
+static int graph_replay(int64_t n, int filters, int softmax, int64_t B, int64_t lists) {
+  const int64_t V = 151936;
   batch b;
   make_batch(&b, B, V, INGOT_DTYPE_BF16, 1, n);
   b.no_filters = !filters;
   b.allowed = xcalloc((size_t)(B * b.words) * 4);
   b.nbanned = b.nbias = lists;
-  b.banned = xcalloc(lists * 8), b.bias_ids = xcalloc(lists * 8);
-  b.bias_values = xcalloc(lists * 4);
+  b.banned = xcalloc(lists * 8 + 8), b.bias_ids = xcalloc(lists * 8 + 8);
+  b.bias_values = xcalloc(lists * 4 + 4);
   new_inputs(&b, 0);
   result o, e;
   alloc_result(&o, &b), alloc_result(&e, &b);
@@ -1510,8 +1553,9 @@ static int graph_replay(int64_t n, int filters, int softmax) {
 }
 
 static int test_graph_replay(void) {
-  return graph_replay(5, 1, 0) || graph_replay(0, 0, 0) || graph_replay(0, 1, 0) ||
-         graph_replay(0, 0, 1) || graph_replay(0, 1, 1);
+  return graph_replay(5, 1, 0, 6, 12) || graph_replay(0, 0, 0, 6, 12) ||
+         graph_replay(0, 1, 0, 6, 12) || graph_replay(0, 0, 1, 6, 12) ||
+         graph_replay(0, 1, 1, 6, 12) || graph_replay(0, 0, 1, 2, 0);
 }
 
 /* Calls that depend on each other through memory, queued back to back in a
@@ -1520,17 +1564,21 @@ static int test_graph_replay(void) {
  * first P (read after write) and P the second softmax's (write after read).
  * P starts as zeros each round. With programmatic dependent launch each
  * kernel is scheduled while the previous one runs, so this is where a wait
- * placed too late would show (docs/perf-notes.md, sessions 5 and 6). */
-static int test_chained_calls(void) {
-  const int64_t B = 4, V = 262144;
+ * placed too late would show (docs/perf-notes.md, sessions 5 and 6). A
+ * fourth call, a softmax of P into Q, reads what the kernel before it has
+ * just written (the wide softmax's second kernel reads its logits before
+ * its own wait). B = 4: the dense kernel; B = 2: the wide softmax. */
+static int chained_calls(int64_t B) {
+  const int64_t V = 262144;
   const size_t bytes = (size_t)(B * V) * 4;
   float *h1 = xcalloc(bytes), *h2 = xcalloc(bytes), *p1 = xcalloc(bytes), *p2 = xcalloc(bytes),
-        *got = xcalloc(bytes), temp[4], one[4];
+        *q = xcalloc(bytes), *got = xcalloc(bytes), temp[4], one[4];
   uint64_t seed[4], pos[4];
   int32_t tok[4], want[4];
   for (int64_t r = 0; r < B; r++) temp[r] = 0.8f, one[r] = 1e-6f;
   float *d1 = dev_copy(NULL, bytes), *d2 = dev_copy(NULL, bytes), *dp = dev_copy(NULL, bytes),
-        *dT = dev_copy(temp, sizeof temp), *dOne = dev_copy(one, sizeof one);
+        *dq = dev_copy(NULL, bytes), *dT = dev_copy(temp, sizeof temp),
+        *dOne = dev_copy(one, sizeof one);
   void *dS = dev_copy(NULL, sizeof seed), *dPos = dev_copy(NULL, sizeof pos),
        *dTok = dev_copy(NULL, sizeof tok);
   size_t swsb;
@@ -1538,6 +1586,7 @@ static int test_chained_calls(void) {
   ingot_tensor t1 = ingot_tensor_2d(d1, INGOT_DTYPE_F32, B, V, V),
                t2 = ingot_tensor_2d(d2, INGOT_DTYPE_F32, B, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
+               tq = ingot_tensor_2d(dq, INGOT_DTYPE_F32, B, V, V),
                tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
                tOne = ingot_tensor_1d(dOne, INGOT_DTYPE_F32, B),
                tS = ingot_tensor_1d(dS, INGOT_DTYPE_U64, B),
@@ -1563,17 +1612,22 @@ static int test_chained_calls(void) {
     EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s));
     CUDA_OK(cudaStreamSynchronize(stream));
     cudaMemcpy(p2, dp, bytes, cudaMemcpyDeviceToHost);
+    EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tp, &soft, &tq, NULL, sws, swsb, s));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaMemcpy(q, dq, bytes, cudaMemcpyDeviceToHost);
     /* the chain, in a graph so that each kernel is queued before the previous
      * one ends (eager calls from the host would come too late to overlap) */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     CUDA_OK(cudaMemsetAsync(dp, 0, bytes, stream));
-    ingot_status st[3] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s),
+    CUDA_OK(cudaMemsetAsync(dq, 0, bytes, stream));
+    ingot_status st[4] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s),
                           ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, NULL, 0, s),
-                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s)};
+                          ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s),
+                          ingot_sampling_softmax(gpu, &tp, &soft, &tq, NULL, sws, swsb, s)};
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    for (int i = 0; i < 3; i++) EXPECT_OK(gpu, st[i]);
+    for (int i = 0; i < 4; i++) EXPECT_OK(gpu, st[i]);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -1598,13 +1652,19 @@ static int test_chained_calls(void) {
     for (int64_t r = 0; r < B; r++) differ += tok[r] != want[r];
     EXPECT(differ == 0, "round %d: %lld of %lld tokens differ from the CPU's draw on the first P",
            round, (long long)differ, (long long)B);
-    EXPECT(memcmp(got, p2, bytes) == 0, "round %d: P is not the second softmax's", round);
+    EXPECT(memcmp(got, p2, bytes) == 0, "B=%lld round %d: P is not the second softmax's",
+           (long long)B, round);
+    cudaMemcpy(got, dq, bytes, cudaMemcpyDeviceToHost);
+    EXPECT(memcmp(got, q, bytes) == 0, "B=%lld round %d: Q is not the softmax of the second P",
+           (long long)B, round);
   }
-  void *all[] = {d1, d2, dp, dT, dOne, dS, dPos, dTok, sws};
+  void *all[] = {d1, d2, dp, dq, dT, dOne, dS, dPos, dTok, sws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
-  free(h1), free(h2), free(p1), free(p2), free(got);
+  free(h1), free(h2), free(p1), free(p2), free(q), free(got);
   return 0;
 }
+
+static int test_chained_calls(void) { return chained_calls(4) || chained_calls(2); }
 
 /* A fresh context whose first calls are captured into a graph (global
  * mode): nothing a first call sets up may be illegal during a capture (the

@@ -759,9 +759,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * one (830k in a call without filters or top-n); on
  * pre-Hopper GPUs (one block a row) about 34k (17k with the raw outputs) on
  * an A100, so typical LLM vocabularies need sm_90 for now; larger V
- * returns NOT_SUPPORTED before launch. Two kernels; which one
- * serves a row depends only on that row's parameters and the call's
- * outputs:
+ * returns NOT_SUPPORTED before launch. Two kernels (and, for the softmax
+ * of one or two rows, the WIDE path below); which kernel serves a row
+ * depends only on that row's parameters and the call's outputs:
  *   - DENSE (1.8-5x faster): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0), and rows of ingot_sample with 1 <= top_k <= 64
  *     (32 when V <= 512), whatever their top_p and min_p, in a call
@@ -797,9 +797,10 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *   top_k / top_p / min_p tensors; with them both kernels are launched,
  *   each taking its rows, so passing NULL for unused filters saves a
  *   launch.
- *   - WIDE (ingot_sampling_softmax on sm_90): a call of B <= 2 rows, V >=
- *     32768, no top_k / top_p / min_p tensors and no bias / ban lists,
- *     that the dense kernel could serve, spreads each row over about
+ *   - WIDE (ingot_sampling_softmax, where the library's sm_90 code runs,
+ *     i.e. Hopper): a call of B <= 2 rows, V >= 32768, no top_k / top_p /
+ *     min_p tensors and no bias / ban lists (a property of the call, not
+ *     of a row), that the dense kernel could serve, spreads each row over about
  *     132 / B blocks of the whole GPU instead of one cluster: three kernels
  *     chained by programmatic dependent launch, the partial results (a few
  *     KB) in the workspace. The same bits as the dense kernel. H200, V =
@@ -807,7 +808,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index
  * or its neighbours.
- * On sm_90 both kernels use programmatic dependent launch: each may be
+ * Where the library's sm_90 code runs (Hopper; a newer GPU runs the
+ * compute_80 PTX, without these launches), the kernels use programmatic
+ * dependent launch: each may be
  * scheduled while the stream's previous kernel still runs, and waits for
  * it to complete before touching global memory (only its own launch
  * parameters are read before; the second and third kernels of the wide
@@ -938,8 +941,9 @@ INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *log
 /* Bytes of workspace ingot_sampling_softmax needs for logits
  * [batch, vocab_size] of logits_dtype. CPU: 12 * V rounded up to 16 (0
  * would do without top-k / top-p, but the size cannot depend on params).
- * CUDA: a few KB on sm_90 and later for V >= 32768 (2816 bytes at V =
- * 151936 on an H200; 0 otherwise), the same for every batch, so a buffer
+ * CUDA: a few KB for V >= 32768 where the library's sm_90 code runs (2816
+ * bytes at V = 151936 on an H200), else 0; whether or not the call takes
+ * the wide path (B, filter tensors, lists), and the same for every batch, so a buffer
  * sized for the largest batch serves every smaller one: the partial
  * results of the WIDE softmax, which takes calls of B <= 2 rows without
  * filter tensors or bias / ban lists and spreads each row over blocks of

@@ -19,6 +19,7 @@ a CUDA DLPack producer is asked to make its data ready on that stream; a
 synchronise it first.
 """
 
+import contextlib
 import ctypes
 import operator
 import sys
@@ -342,6 +343,22 @@ def run(ctx, fn, *args):
     check(fn(handle, *args), handle)
 
 
+def torch_on_stream(device, stream):
+    """A context in which torch allocates and enqueues on the op's ``stream``
+    (a ``cudaStream_t`` int or None): a buffer the wrapper makes for an op,
+    and freed right after the launch, is then filled before the op runs and
+    not handed out again until the op's stream is past it (torch's caching
+    allocator reuses a block freely on the stream it was allocated on)."""
+    torch = sys.modules["torch"]
+    if torch.device(device).type != "cuda":
+        return contextlib.nullcontext()
+    if (stream or 0) == (torch.cuda.current_stream(device).cuda_stream or 0):
+        return contextlib.nullcontext()
+    target = (torch.cuda.ExternalStream(stream, device=device) if stream
+              else torch.cuda.default_stream(device))
+    return torch.cuda.stream(target)
+
+
 def workspace(ctx, like, need, ws, stream):
     """(pointer, bytes, keepalive) of an op's workspace: ``ws`` as given (a
     contiguous 1-D array of any dtype, in the context's memory), or, when
@@ -359,7 +376,8 @@ def workspace(ctx, like, need, ws, stream):
         return None, 0, None
     if like.framework == "torch":
         torch = sys.modules["torch"]
-        buf = torch.empty(need, dtype=torch.uint8, device=like.obj.device)
+        with torch_on_stream(like.obj.device, stream):
+            buf = torch.empty(need, dtype=torch.uint8, device=like.obj.device)
         return buf.data_ptr(), need, buf
     if like.device[0] != "cpu":
         raise TypeError("workspace: pass it explicitly for CUDA arrays that are not torch tensors")

@@ -50,6 +50,7 @@ from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
 from ._tensor import run as _run
+from ._tensor import torch_on_stream as _torch_on_stream
 from ._tensor import workspace as _workspace
 
 SAMPLING_ROW_EMPTY = 1 << 0
@@ -150,18 +151,20 @@ def _is_scalar(value):
         not hasattr(value, "__dlpack_device__") and not hasattr(value, "data_ptr"))
 
 
-def _new_array(like, name, values, kind, shape=None):
+def _new_array(like, name, values, kind, stream, shape=None):
     """``values`` (a scalar broadcast to ``shape``, or a sequence) as a new
-    array like ``like`` (a Described). kind: "f32", "i32", "u64", "u32"."""
+    array like ``like`` (a Described), made on the op's ``stream``. kind:
+    "f32", "i32", "u64", "u32"."""
     if like.framework == "torch":
         torch = sys.modules["torch"]
         dtype = {"f32": torch.float32, "i32": torch.int32, "u64": torch.int64,
                  "u32": torch.int32}[kind]
         if kind == "u64":  # torch has no uint64 arithmetic: the same bits as int64
             values = _signed64(values)
-        if shape is not None:
-            return torch.full(shape, values, dtype=dtype, device=like.obj.device)
-        return torch.tensor(values, dtype=dtype, device=like.obj.device)
+        with _torch_on_stream(like.obj.device, stream):
+            if shape is not None:
+                return torch.full(shape, values, dtype=dtype, device=like.obj.device)
+            return torch.tensor(values, dtype=dtype, device=like.obj.device)
     if like.device[0] != "cpu":
         raise TypeError(f"{name}: pass an array in device memory (the wrapper only builds "
                         "arrays for torch tensors and CPU arrays)")
@@ -196,9 +199,9 @@ def _row_param(ctx, like, name, value, kind, batch, stream, keep):
     if _is_scalar(value):
         if batch is None:
             raise ValueError(f"{name}: a scalar needs 2-D logits to know B")
-        value = _new_array(like, name, value, kind, (batch,))
+        value = _new_array(like, name, value, kind, stream, (batch,))
     elif isinstance(value, (list, tuple)):
-        value = _new_array(like, name, list(value), kind)
+        value = _new_array(like, name, list(value), kind, stream)
     d = _arg(ctx, value, name, stream)
     keep.append(d)
     return d
@@ -212,7 +215,7 @@ def _pairs(ctx, like, name, value, stream, keep):
         pairs = [tuple(p) for p in value]
         if any(len(p) != 2 for p in pairs):
             raise ValueError(f"{name}: expected (row, token) pairs")
-        value = _new_array(like, name, pairs if pairs else [], "i32")
+        value = _new_array(like, name, pairs if pairs else [], "i32", stream)
         if not pairs:
             value = value.reshape(0, 2)
     d = _arg(ctx, value, name, stream)
@@ -240,7 +243,7 @@ def _params(ctx, like, batch, stream, keep, temperature, top_k, top_p, min_p, se
             setattr(p, name, ctypes.pointer(d.tensor))
     if bias_values is not None:
         if isinstance(bias_values, (list, tuple)):
-            bias_values = _new_array(like, "bias_values", list(bias_values), "f32")
+            bias_values = _new_array(like, "bias_values", list(bias_values), "f32", stream)
         d = _arg(ctx, bias_values, "bias_values", stream)
         keep.append(d)
         p.bias_values = ctypes.pointer(d.tensor)

@@ -476,6 +476,25 @@ def test_cuda_softmax_matches_torch():
     assert torch.allclose(p.double(), want, rtol=2e-6, atol=1e-12)
 
 
+def test_cuda_wide_softmax_on_another_stream():
+    """B <= 2 takes the wide softmax, whose partials live in the workspace:
+    allocated by the binding for a stream other than the current one, it
+    must stay reserved until that stream is done with it."""
+    torch = _torch_cuda()
+    with ingot.Context("cuda") as cuda:
+        for B in (1, 2):
+            x = torch.randn(B, 151936, device="cuda") * 3
+            x[0, 5000:25000] = float("-inf")
+            other = torch.cuda.Stream()
+            other.wait_stream(torch.cuda.current_stream())
+            p = ingot.sampling_softmax(cuda, x, temperature=0.7, stream=other)[0]
+            junk = torch.full((1 << 20,), 7, dtype=torch.uint8, device="cuda")  # reuse bait
+            other.synchronize()
+            want = torch.softmax(x.double() / 0.7, dim=-1)
+            assert torch.allclose(p.double(), want, rtol=2e-6, atol=1e-12)
+            del junk
+
+
 def test_cuda_graph_replay_with_new_seeds():
     torch = _torch_cuda()
     B, V = 4, 30000

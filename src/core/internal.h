@@ -40,6 +40,8 @@ struct ingot_context {
   int sampling_dynamic_smem;  /* CUDA: their dynamic shared memory limit (bytes) */
   int sampling_dense_cluster; /* CUDA: blocks per row of the dense path (0: unusable) */
   int sampling_dense_smem;    /* CUDA: its dynamic shared memory limit (bytes) */
+  int sampling_pdl; /* CUDA: the sampling kernels run their sm_90 code (griddepcontrol): launch
+                     * them with programmatic dependent launch, and the wide softmax may run */
   const char *sampling_init_error; /* CUDA: why the sampling kernels could not be set up */
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];

@@ -791,6 +791,16 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
  * sampling ops cover fewer vocabulary sizes. */
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
   ctx->sampling_init_error = "not initialised";
+  /* Programmatic dependent launch only where the kernels hold the sm_90
+   * code: the compute_80 PTX that a newer GPU JIT-compiles has no
+   * griddepcontrol.wait, so launched with the attribute such a kernel could
+   * read its inputs before the kernel writing them (one that triggers its
+   * dependents early) has finished. */
+  cudaFuncAttributes pa;
+  ctx->sampling_pdl = ctx->cc_major >= 9 &&
+                      cudaFuncGetAttributes(&pa, sampling_kernel<kSample>) == cudaSuccess &&
+                      pa.ptxVersion >= 90;
+  cudaGetLastError();
   ingot_cuda_sampling_dense_init(ctx);
   ctx->sampling_max_cluster = 1;
   ctx->sampling_dynamic_smem = 0;
@@ -894,7 +904,7 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
   cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * g.cluster), kThreads,
                         (size_t)g.chunk * sizeof(float) * (args.keep_raw ? 2 : 1) +
                             (size_t)g.chunk / 8,
-                        stream, ctx->cc_major >= 9 ? g.cluster : 0, ctx->cc_major >= 9);
+                        stream, ctx->cc_major >= 9 ? g.cluster : 0, ctx->sampling_pdl != 0);
   INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, sampling_kernel<kMode>, args));
   return ingot_cuda_check_launch(ctx, op);
 }

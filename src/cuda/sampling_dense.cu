@@ -1081,27 +1081,30 @@ __device__ __forceinline__ int wide_token(int g) {
 /* Tokens j .. j + 3 of a row AS LOADED (fp32 words, or 16-bit halves in x
  * and y), -Inf's bits past n: wide_load issues every group's loads before it
  * decodes any, so that a thread's loads are in flight together (a load4 a
- * group waited for each group in turn: three round trips at 3 groups). */
+ * group waited for each group in turn: three round trips at 3 groups).
+ * Through L2 only (ld.global.cg): wide_mass and wide_write read before
+ * their own wait, and the L2 is where the writes of the grids they follow
+ * are known to be. */
 template <int kDtype>
 __device__ __forceinline__ uint4 raw4(const void *base, bool vec, int j, int n) {
   constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
   if (dtype == INGOT_DTYPE_F32) {
     const uint32_t *w = static_cast<const uint32_t *>(base);
-    if (vec && j + 3 < n) return __ldg(reinterpret_cast<const uint4 *>(w + j));
+    if (vec && j + 3 < n) return __ldcg(reinterpret_cast<const uint4 *>(w + j));
     uint32_t e[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) e[i] = j + i < n ? __ldg(w + j + i) : 0xff800000u;
+    for (int i = 0; i < 4; i++) e[i] = j + i < n ? __ldcg(w + j + i) : 0xff800000u;
     return make_uint4(e[0], e[1], e[2], e[3]);
   }
   const uint16_t *h = static_cast<const uint16_t *>(base);
   if (vec && j + 3 < n) {
-    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(h + j));
+    const uint2 q = __ldcg(reinterpret_cast<const uint2 *>(h + j));
     return make_uint4(q.x, q.y, 0u, 0u);
   }
   const uint32_t ninf = dtype == INGOT_DTYPE_BF16 ? 0xff80u : 0xfc00u;
   uint32_t e[4];
 #pragma unroll
-  for (int i = 0; i < 4; i++) e[i] = j + i < n ? (uint32_t)__ldg(h + j + i) : ninf;
+  for (int i = 0; i < 4; i++) e[i] = j + i < n ? (uint32_t)__ldcg(h + j + i) : ninf;
   return make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, 0u, 0u);
 }
 
@@ -1140,7 +1143,7 @@ __device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
     const int j = wide_token(g);
     raw[g] = raw4<kDtype>(row, vec, j, p.n);
     /* a multiple of 4: its 4 bits lie in one word */
-    word[g] = words && j < p.n ? __ldg(words + ((p.lo + j) >> 5)) : 0xffffffffu;
+    word[g] = words && j < p.n ? __ldcg(words + ((p.lo + j) >> 5)) : 0xffffffffu;
   }
   bool nan = false;
 #pragma unroll
@@ -1195,9 +1198,9 @@ template <bool kFlags>
 __device__ __forceinline__ ArgmaxStats wide_row_argmax(const WideArgs &w, int64_t r) {
   ArgmaxStats v{0ull, 0u, 0u};
   for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
-    const unsigned long long k = w.keys[r * w.nch + i];
+    const unsigned long long k = __ldcg(w.keys + r * w.nch + i); /* L2: see raw4 */
     v.best = k > v.best ? k : v.best;
-    if (kFlags) v.flags |= w.flags[r * w.nch + i];
+    if (kFlags) v.flags |= __ldcg(w.flags + r * w.nch + i);
   }
   return wide_block_argmax(v);
 }
@@ -1217,7 +1220,7 @@ __device__ __forceinline__ void wide_touch(const WideArgs &w, const WidePart &p)
 /* The row's temperature, read before the kernel's wait (an input: the
  * kernels that read it are launched after wide_max passed its wait). */
 __device__ __forceinline__ float wide_t(const WideArgs &w, const WidePart &p) {
-  return w.temperature ? w.temperature[p.r] : 1.0f;
+  return w.temperature ? __ldcg(w.temperature + p.r) : 1.0f; /* L2: see raw4 */
 }
 
 /* T when it is valid and the row draws softly (T > 0, something allowed); 0 otherwise. */
@@ -1938,7 +1941,7 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
   cudaLaunchAttribute attr[2];
   cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * c), kDenseThreads,
                         dense_smem_bytes(kMode, chunk), stream, c > 1 ? c : 0,
-                        ctx->cc_major >= 9);
+                        ctx->sampling_pdl != 0);
   INGOT_CUDA_TRY(ctx, op,
                  cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));
   return ingot_cuda_check_launch(ctx, op);
@@ -2074,7 +2077,7 @@ void wide_kernels(int groups, WideKernel k[3]) {
 }  // namespace
 
 size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64_t vocab) {
-  if (ctx->cc_major < 9 || vocab < kWideMinVocab) return 0;
+  if (!ctx->sampling_pdl || vocab < kWideMinVocab) return 0;
   int64_t most = 0; /* the same for every batch: a buffer sized for one batch serves smaller ones */
   for (int64_t b = 1; b <= kWideMaxBatch; b++) {
     int nch, chunk;
@@ -2086,7 +2089,7 @@ size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64
 
 int ingot_cuda_sampling_softmax_wide_fits(const struct ingot_context *ctx,
                                           const ingot_sampling_input *in) {
-  return ctx->cc_major >= 9 && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
+  return ctx->sampling_pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
          !in->top_k && !in->top_p && !in->min_p && in->num_bias == 0 && in->num_banned == 0 &&
          /* larger batches of the same rows take the dense kernel: the same bits */
          dense_fits(ctx, in, kDenseSoftmax);
