@@ -1082,29 +1082,34 @@ __device__ __forceinline__ int wide_token(int g) {
  * and y), -Inf's bits past n: wide_load issues every group's loads before it
  * decodes any, so that a thread's loads are in flight together (a load4 a
  * group waited for each group in turn: three round trips at 3 groups).
- * Through L2 only (ld.global.cg): wide_mass and wide_write read before
- * their own wait, and the L2 is where the writes of the grids they follow
- * are known to be. */
-template <int kDtype>
+ * kL2 (a read before the kernel's wait: wide_mass's): through L2 only
+ * (ld.global.cg), where the writes of the grids it follows are known to be;
+ * after the wait (wide_max's) the read-only path. */
+template <bool kL2, class T>
+__device__ __forceinline__ T wide_ld(const T *p) {
+  return kL2 ? __ldcg(p) : __ldg(p);
+}
+
+template <int kDtype, bool kL2>
 __device__ __forceinline__ uint4 raw4(const void *base, bool vec, int j, int n) {
   constexpr ingot_dtype dtype = (ingot_dtype)kDtype;
   if (dtype == INGOT_DTYPE_F32) {
     const uint32_t *w = static_cast<const uint32_t *>(base);
-    if (vec && j + 3 < n) return __ldcg(reinterpret_cast<const uint4 *>(w + j));
+    if (vec && j + 3 < n) return wide_ld<kL2>(reinterpret_cast<const uint4 *>(w + j));
     uint32_t e[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) e[i] = j + i < n ? __ldcg(w + j + i) : 0xff800000u;
+    for (int i = 0; i < 4; i++) e[i] = j + i < n ? wide_ld<kL2>(w + j + i) : 0xff800000u;
     return make_uint4(e[0], e[1], e[2], e[3]);
   }
   const uint16_t *h = static_cast<const uint16_t *>(base);
   if (vec && j + 3 < n) {
-    const uint2 q = __ldcg(reinterpret_cast<const uint2 *>(h + j));
+    const uint2 q = wide_ld<kL2>(reinterpret_cast<const uint2 *>(h + j));
     return make_uint4(q.x, q.y, 0u, 0u);
   }
   const uint32_t ninf = dtype == INGOT_DTYPE_BF16 ? 0xff80u : 0xfc00u;
   uint32_t e[4];
 #pragma unroll
-  for (int i = 0; i < 4; i++) e[i] = j + i < n ? (uint32_t)__ldcg(h + j + i) : ninf;
+  for (int i = 0; i < 4; i++) e[i] = j + i < n ? (uint32_t)wide_ld<kL2>(h + j + i) : ninf;
   return make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, 0u, 0u);
 }
 
@@ -1128,7 +1133,7 @@ __device__ __forceinline__ void decode4(uint4 r, float x[4]) {
 /* The chunk's values as the dense kernel's pass 1 leaves them (bitmask,
  * then the finite rule: mask4), -Inf past its end; returns whether a NaN or
  * +Inf was seen. */
-template <int kDtype, int kGroups>
+template <int kDtype, int kGroups, bool kL2>
 __device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
                                           float x[kGroups][4]) {
   constexpr size_t esize = (ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2;
@@ -1141,9 +1146,9 @@ __device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
 #pragma unroll
   for (int g = 0; g < kGroups; g++) { /* every load first */
     const int j = wide_token(g);
-    raw[g] = raw4<kDtype>(row, vec, j, p.n);
+    raw[g] = raw4<kDtype, kL2>(row, vec, j, p.n);
     /* a multiple of 4: its 4 bits lie in one word */
-    word[g] = words && j < p.n ? __ldcg(words + ((p.lo + j) >> 5)) : 0xffffffffu;
+    word[g] = words && j < p.n ? wide_ld<kL2>(words + ((p.lo + j) >> 5)) : 0xffffffffu;
   }
   bool nan = false;
 #pragma unroll
@@ -1193,14 +1198,15 @@ __device__ __forceinline__ unsigned long long wide_block_mass(unsigned long long
   return v;
 }
 
-/* The row's argmax key, and its flags if kFlags: wide_max's of every chunk. */
-template <bool kFlags>
+/* The row's argmax key, and its flags if kFlags: wide_max's of every chunk
+ * (kL2: read before the kernel's wait, see raw4). */
+template <bool kFlags, bool kL2>
 __device__ __forceinline__ ArgmaxStats wide_row_argmax(const WideArgs &w, int64_t r) {
   ArgmaxStats v{0ull, 0u, 0u};
   for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
-    const unsigned long long k = __ldcg(w.keys + r * w.nch + i); /* L2: see raw4 */
-    v.best = k > v.best ? k : v.best;
-    if (kFlags) v.flags |= __ldcg(w.flags + r * w.nch + i);
+    const unsigned long long *k = w.keys + r * w.nch + i;
+    v.best = max(v.best, kL2 ? __ldcg(k) : *k);
+    if (kFlags) v.flags |= kL2 ? __ldcg(w.flags + r * w.nch + i) : w.flags[r * w.nch + i];
   }
   return wide_block_argmax(v);
 }
@@ -1235,7 +1241,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_max(const WideArgs w) {
   wide_touch<kDtype>(w, p);
   wait_for_previous_grid();
   float x[kGroups][4];
-  const bool nan = wide_load<kDtype, kGroups>(w, p, x);
+  const bool nan = wide_load<kDtype, kGroups, false>(w, p, x);
   /* the thread's maximum and its first group (track4), then its first token
    * there (first_token): one key a thread, the lowest id among equals */
   float bm = -INFINITY;
@@ -1263,9 +1269,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_mass(const WideArgs w) {
   const WidePart p = wide_part(w);
   const float t_given = wide_t(w, p);
   float x[kGroups][4];
-  wide_load<kDtype, kGroups>(w, p, x); /* wide_max has passed its wait */
+  wide_load<kDtype, kGroups, true>(w, p, x); /* wide_max has passed its wait */
   wait_for_previous_grid();
-  const ArgmaxStats st = wide_row_argmax<false>(w, p.r);
+  const ArgmaxStats st = wide_row_argmax<false, false>(w, p.r);
   const float T = wide_soft_t(t_given, st);
   unsigned long long mass = 0;
   if (T > 0.0f) { /* uniform over the row */
@@ -1294,7 +1300,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_write(const WideArgs w) 
   const WidePart p = wide_part(w);
   const float t_given = wide_t(w, p);
   /* wide_mass has passed its wait: wide_max is complete */
-  const ArgmaxStats st = wide_row_argmax<true>(w, p.r);
+  const ArgmaxStats st = wide_row_argmax<true, true>(w, p.r);
   const float T = wide_soft_t(t_given, st);
   const bool bad = ingot_sampling_params_check(t_given, 0, 1.0f, 0.0f) != 0;
   float *const prow = w.probs + p.r * w.probs_stride + p.lo;
