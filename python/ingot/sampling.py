@@ -353,7 +353,9 @@ def sampling_softmax(ctx, logits, *, temperature=None, top_k=None, top_p=None, m
     renormalised top-k / top-p / min-p distribution when those are given,
     one-hot for T == 0, all zeros (and SAMPLING_ROW_EMPTY) for a row with
     nothing allowed. Arguments as for :func:`sample`. Returns
-    ``(probs, row_status)``.
+    ``(probs, row_status)``. On a Hopper GPU a workspace of a few KB is
+    needed when V >= 32768 (:func:`sampling_softmax_workspace_size`): made
+    here for torch tensors, to be passed for other CUDA arrays.
     """
     s = ctx._stream(stream)
     ld = _arg(ctx, logits, "logits", s)
