@@ -603,15 +603,6 @@ static int test_softmax_rows_alone(void) {
   return 0;
 }
 
-/* The WIDE softmax (B <= 2, V >= 32768, no filter tensors, no lists: each
- * row over many blocks, partials in the workspace, three launches): its
- * rows against the CPU's, and bit for bit against the same rows in a batch
- * of 8, which the dense kernel takes (mixed rows: NaN / +Inf, empty, ties,
- * greedy, tiny and huge temperatures; a bad temperature on one row; B = 3
- * and 4, the dense kernel's again); V not a multiple of 4 and row strides
- * that leave rows unaligned; all dtypes; a bitmask on two vocabularies.
- * Then the workspace: its size is the same for every batch, and one byte
- * less is refused with nothing written. */
 /* Row r of b made one of the rows that must take the wide path's special
  * branches (its logits and temperature; kind 1 needs a bitmask). */
 static void special_row(batch *b, int64_t r, int kind) {
@@ -627,6 +618,15 @@ static void special_row(batch *b, int64_t r, int kind) {
   b->temperature[r] = (float[]){0.8f, 1.0f, 0.0f, 1.0f, 3e-10f, 5e9f, 1e-3f}[kind];
 }
 
+/* The WIDE softmax (B <= 2, V >= 32768, no filter tensors, no lists: each
+ * row over many blocks, partials in the workspace, three launches): its
+ * rows against the CPU's, and bit for bit against the same rows in a batch
+ * of 8, which the dense kernel takes (mixed rows: NaN / +Inf, empty, ties,
+ * greedy, tiny and huge temperatures; a bad temperature on one row; B = 3
+ * and 4, the dense kernel's again); V not a multiple of 4 and row strides
+ * that leave rows unaligned; all dtypes; a bitmask on two vocabularies.
+ * Then the workspace: its size is the same for every batch, and one byte
+ * less is refused with nothing written. */
 static int test_softmax_wide(void) {
   /* 32771: a partial last group; 600000: 8 groups a thread at B = 2 */
   static const int64_t vocab[4] = {32771, 151936, 262144, 600000};
