@@ -38,7 +38,8 @@ int main(void) {
 
 #include "test_cuda.h"
 
-#include "core/internal.h" /* to print the kernels' geometry limits */
+#include "common/numeric.h" /* 16-bit logits as fp32 */
+#include "core/internal.h"   /* to print the kernels' geometry limits */
 
 static ingot_context_t cpu, gpu;
 static cudaStream_t stream;
@@ -567,6 +568,21 @@ static batch row_alone(const batch *big, int64_t r, int32_t **ban, int32_t **bia
   return one;
 }
 
+/* Row r of g (b's softmax on the GPU) must be, bit for bit, what the row gives alone. */
+static void expect_softmax_row_alone(const batch *b, const result *g, int64_t r) {
+  int32_t *ban, *bias;
+  batch one = row_alone(b, r, &ban, &bias);
+  result g1;
+  alloc_result(&g1, &one);
+  EXPECT_OK(gpu, run_batch(gpu, &one, 1, &g1));
+  EXPECT(g1.status[0] == g->status[r] &&
+             memcmp(g1.probs, g->probs + r * b->V, (size_t)b->V * 4) == 0,
+         "B=%lld V=%lld %s row %lld: differs from the row alone (status %u vs %u)",
+         (long long)b->B, (long long)b->V, ingot_dtype_name(b->dtype), (long long)r, g->status[r],
+         g1.status[0]);
+  free_result(&g1), free(ban), free(bias);
+}
+
 /* The softmax of many rows without sparse lists (a batch that fills the
  * GPU several times over; 16-bit logits; small V with one or two blocks a
  * row): each row must be the CPU's (within 2e-6) and, bit for bit, what
@@ -586,19 +602,77 @@ static int test_softmax_rows_alone(void) {
     result g;
     softmax_checked(&b, &g);
     const int64_t rows[3] = {0, 37, b.B - 1};
-    for (int i = 0; i < 3; i++) {
-      int32_t *ban, *bias;
-      batch one = row_alone(&b, rows[i], &ban, &bias);
-      result g1;
-      alloc_result(&g1, &one);
-      EXPECT_OK(gpu, run_batch(gpu, &one, 1, &g1));
-      EXPECT(g1.status[0] == g.status[rows[i]] &&
-                 memcmp(g1.probs, g.probs + rows[i] * b.V, (size_t)b.V * 4) == 0,
-             "B=%lld V=%lld row %lld: differs from the row alone (status %u vs %u)",
-             (long long)b.B, (long long)b.V, (long long)rows[i], g.status[rows[i]], g1.status[0]);
-      free_result(&g1), free(ban), free(bias);
-    }
+    for (int i = 0; i < 3; i++) expect_softmax_row_alone(&b, &g, rows[i]);
     free_result(&g), free_batch(&b);
+  }
+  return 0;
+}
+
+/* b with its logits as fp32 (the same values; a 16-bit batch's copy). */
+static batch as_f32(const batch *b) {
+  batch w = *b;
+  w.dtype = INGOT_DTYPE_F32;
+  w.logits = xcalloc((size_t)(b->B * b->stride) * 4);
+  for (size_t i = 0; i < (size_t)(b->B * b->stride); i++) {
+    const uint16_t h = ((const uint16_t *)b->logits)[i];
+    ((float *)w.logits)[i] =
+        b->dtype == INGOT_DTYPE_BF16 ? ingot_bf16_to_f32(h) : ingot_f16_to_f32(h);
+  }
+  return w;
+}
+
+/* The 16-bit softmax (bf16 / f16 logits, no filter tensors, no lists, more
+ * blocks than three a SM: 396 on the H200; the chunk kept as 16-bit values,
+ * the weights computed twice): each batch
+ * against the CPU, and bit for bit against the same values as f32 (the dense
+ * kernel's) and against the rows alone (the wide path's); mixed rows
+ * (-Inf prefixes, NaN / +Inf, empty, ties, all masked, tiny and huge
+ * temperatures), a bitmask or none, V from one block a row (4096) to 16,
+ * partial last units, unaligned rows; then a bad temperature on one row. */
+static int test_softmax_half(void) {
+  static const struct {
+    int64_t B, V, pad; /* pad: the row stride is V + pad */
+  } cases[] = {{64, 262144, 0}, {40, 151936, 8}, {400, 4096, 0}, {200, 5000, 1},
+               {30, 100003, 3}, {48, 32771, 0}, {400, 1001, 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    if (quick && cases[k].B * cases[k].V > 2000000) continue;
+    const ingot_dtype dtype = k % 2 ? INGOT_DTYPE_F16 : INGOT_DTYPE_BF16;
+    batch b;
+    make_batch(&b, cases[k].B, cases[k].V, dtype, 0, 0);
+    set_no_filters(&b);
+    b.nbanned = b.nbias = 0;
+    if (cases[k].pad) { /* odd pads leave rows 2-byte aligned only */
+      b.stride = b.V + cases[k].pad;
+      free(b.logits);
+      b.logits = xcalloc((size_t)(b.B * b.stride) * 2);
+      for (int64_t r = 0; r < b.B; r++)
+        for (int64_t i = 0; i < b.V; i++)
+          set_logit(&b, r, i, i % 499 == 0 ? NAN : (float)(rand_normal() * 3.0));
+    }
+    for (int round = 0; round < 2; round++) {
+      if (round) b.temperature[1] = -1.0f; /* the CPU refuses it; CUDA flags row 1 */
+      batch w = as_f32(&b);
+      result g, g32;
+      if (round) {
+        alloc_result(&g, &b);
+        EXPECT_OK(gpu, run_batch(gpu, &b, 1, &g));
+        EXPECT(g.status[1] == INGOT_SAMPLING_ROW_BAD_PARAMETER, "row 1: status %u", g.status[1]);
+      } else {
+        softmax_checked(&b, &g);
+      }
+      alloc_result(&g32, &w);
+      EXPECT_OK(gpu, run_batch(gpu, &w, 1, &g32));
+      EXPECT(memcmp(g.status, g32.status, (size_t)b.B * 4) == 0 &&
+                 memcmp(g.probs, g32.probs, (size_t)(b.B * b.V) * 4) == 0,
+             "B=%lld V=%lld %s: differs from the same values as f32", (long long)b.B,
+             (long long)b.V, ingot_dtype_name(dtype));
+      if (!round) { /* the wide path, or the dense kernel */
+        expect_softmax_row_alone(&b, &g, 0);
+        expect_softmax_row_alone(&b, &g, b.B - 1);
+      }
+      free_result(&g), free_result(&g32), free(w.logits);
+    }
+    free_batch(&b);
   }
   return 0;
 }
@@ -1098,7 +1172,17 @@ static int test_dense_blocks_per_sm(void) {
                softmax ? "softmax" : "sampler", ingot_dtype_name(dts[d]),
                (long long)vocabs[v], n, want);
       }
-  printf("  dense kernels at V = 151936 and 262144: >= %d blocks a SM\n", want);
+  /* the 16-bit softmax: six (34 KB a block at V = 262144) */
+  const int want_half = want == 3 ? 6 : 1;
+  for (size_t d = 1; d < 3; d++)
+    for (size_t v = 0; v < 2; v++) {
+      const int n = ingot_cuda_sampling_dense_blocks_per_sm(gpu, 2, dts[d], vocabs[v]);
+      EXPECT(n >= want_half, "16-bit softmax %s V=%lld: %d blocks a SM, want %d",
+             ingot_dtype_name(dts[d]), (long long)vocabs[v], n, want_half);
+    }
+  EXPECT(gpu->sampling_half || !gpu->sampling_dense_cluster, "the 16-bit softmax is not set up");
+  printf("  dense kernels at V = 151936 and 262144: >= %d blocks a SM (16-bit softmax: >= %d)\n",
+         want, want_half);
   return 0;
 }
 
@@ -1751,6 +1835,7 @@ int main(void) {
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("softmax_rows_alone", test_softmax_rows_alone);
   test_run("softmax_wide", test_softmax_wide);
+  test_run("softmax_half", test_softmax_half);
   test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);
   test_run("masked_step_masses", test_masked_step_masses);

@@ -6,6 +6,7 @@
  *   cc -O2 -std=c11 dev/cuda/wave_probe.c -Iinclude -I/usr/local/cuda/include \
  *      -Lbuild -lingot -L/usr/local/cuda/lib64 -lcudart -lm -o build/wave_probe
  *   LD_LIBRARY_PATH=build build/wave_probe [V [B ...]]
+ * WAVE_BF16=1: bf16 logits (the same values rounded) instead of f32.
  * On the device: build the library (dev/final_device.sh's cmake line), then the two
  * commands above, in one call. Session 9's curve is in docs/perf-notes.md. */
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ingot/ingot.h"
 
@@ -73,6 +75,8 @@ int main(int argc, char **argv) {
   ICHECK(ingot_context_create(INGOT_BACKEND_CUDA, 0, &ctx));
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int bf16 = getenv("WAVE_BF16") != NULL;
+  const ingot_dtype dtype = bf16 ? INGOT_DTYPE_BF16 : INGOT_DTYPE_F32;
   float *h = malloc((size_t)(Bmax * V) * 4);
   uint32_t *hw = malloc((size_t)(Bmax * W) * 4);
   float *logits[SLOTS], *probs, *temp, *lp, *raw;
@@ -81,6 +85,14 @@ int main(int argc, char **argv) {
   int32_t *tokens;
   for (int s = 0; s < SLOTS; s++) {
     for (int64_t i = 0; i < Bmax * V; i++) h[i] = logit();
+    if (bf16) { /* packed into the first half of h: round to nearest even */
+      uint16_t *hb = (uint16_t *)h;
+      for (int64_t i = 0; i < Bmax * V; i++) {
+        uint32_t u;
+        memcpy(&u, &h[i], 4);
+        hb[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
+    }
     for (int64_t i = 0; i < Bmax * W; i++) hw[i] = next() ^ (next() << 16);
     CHECK(cudaMalloc((void **)&logits[s], (size_t)(Bmax * V) * 4));
     CHECK(cudaMalloc((void **)&allowed[s], (size_t)(Bmax * W) * 4));
@@ -96,7 +108,7 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc((void **)&seed, Bmax * 8));
   CHECK(cudaMalloc((void **)&pos, Bmax * 8));
   size_t ws_bytes; /* the softmax's (the same for every batch) */
-  ICHECK(ingot_sampling_softmax_workspace_size(ctx, Bmax, V, INGOT_DTYPE_F32, &ws_bytes));
+  ICHECK(ingot_sampling_softmax_workspace_size(ctx, Bmax, V, dtype, &ws_bytes));
   void *ws = NULL;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   for (int i = 0; i < Bmax; i++) h[i] = 0.8f;
@@ -105,7 +117,8 @@ int main(int argc, char **argv) {
   CHECK(cudaMemset(pos, 3, Bmax * 8));
   cudaEvent_t ev[REPS + 1];
   for (int i = 0; i <= REPS; i++) CHECK(cudaEventCreate(&ev[i]));
-  printf("V = %lld; us a call (median of %d graph replays)\n", (long long)V, REPS);
+  printf("V = %lld %s; us a call (median of %d graph replays)\n", (long long)V,
+         bf16 ? "bf16" : "f32", REPS);
   printf("%5s %10s %10s\n", "B", "softmax", "masked");
   for (int bi = 0; bi < nb; bi++) {
     const int B = batches[bi];
@@ -113,7 +126,7 @@ int main(int argc, char **argv) {
     for (int op = 0; op < 2; op++) {
       cudaGraphExec_t exec[SLOTS];
       for (int s = 0; s < SLOTS; s++) {
-        ingot_tensor tl = ingot_tensor_2d(logits[s], INGOT_DTYPE_F32, B, V, V);
+        ingot_tensor tl = ingot_tensor_2d(logits[s], dtype, B, V, V);
         ingot_tensor tw = ingot_tensor_2d(allowed[s], INGOT_DTYPE_U32, B, W, W);
         ingot_tensor tt = ingot_tensor_1d(temp, INGOT_DTYPE_F32, B);
         ingot_tensor ts = ingot_tensor_1d(seed, INGOT_DTYPE_U64, B);

@@ -40,6 +40,7 @@ struct ingot_context {
   int sampling_dynamic_smem;  /* CUDA: their dynamic shared memory limit (bytes) */
   int sampling_dense_cluster; /* CUDA: blocks per row of the dense path (0: unusable) */
   int sampling_dense_smem;    /* CUDA: its dynamic shared memory limit (bytes) */
+  int sampling_half;          /* CUDA: the 16-bit softmax runs the dense path's clusters */
   int sampling_pdl; /* CUDA: the sampling kernels run their sm_90 code (griddepcontrol): launch
                      * them with programmatic dependent launch, and the wide softmax may run */
   const char *sampling_init_error; /* CUDA: why the sampling kernels could not be set up */
@@ -284,8 +285,9 @@ typedef enum ingot_memory_kind {
 /* The kind of ptr; *device gets the owning device for DEVICE memory (else -1). */
 ingot_memory_kind ingot_cuda_memory_kind(const void *ptr, int *device);
 int ingot_cuda_device_count(void);
-/* Tests: blocks of the dense sampling kernel (the softmax's, or the plain
- * sampler's) that fit a SM at this V and dtype; -1 on a CUDA error. */
+/* Tests: blocks of a dense sampling kernel (softmax 0: the plain sampler's;
+ * 1: the softmax's; 2: the 16-bit softmax's) that fit a SM at this V and
+ * dtype; -1 on a CUDA error. */
 int ingot_cuda_sampling_dense_blocks_per_sm(const struct ingot_context *ctx, int softmax,
                                             ingot_dtype dtype, int64_t vocab);
 #endif
