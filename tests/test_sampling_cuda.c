@@ -621,9 +621,10 @@ static batch as_f32(const batch *b) {
   return w;
 }
 
-/* The 16-bit softmax (bf16 / f16 logits, no filter tensors, no lists, more
- * blocks than three a SM: 396 on the H200; the chunk kept as 16-bit values,
- * the weights computed twice): each batch
+/* The 16-bit softmax (bf16 / f16 logits, no filter tensors, no lists, B > 2,
+ * more blocks than three a SM (396 on the H200), or any B at 61441 <= V <=
+ * 237568; the chunk kept as 16-bit values, the weights computed twice):
+ * each batch
  * against the CPU, and bit for bit against the same values as f32 (the dense
  * kernel's) and against the rows alone (the wide path's); mixed rows
  * (-Inf prefixes, NaN / +Inf, empty, ties, all masked, tiny and huge

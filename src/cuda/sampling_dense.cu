@@ -1362,8 +1362,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_write(const WideArgs w) 
 /* ---- the 16-bit softmax (batches) ------------------------------------------------ */
 
 /* ingot_sampling_softmax of bf16 / f16 logits without bias / ban lists or
- * filter tensors, in batches larger than the dense kernel holds at once
- * (half_fits). The dense
+ * filter tensors, B > 2, in batches the dense kernel does not hold at once
+ * or (any batch) for 61441 <= V <= 237568 (half_fits). The dense
  * kernel's shape (a cluster a row, the same C and chunk), but a block keeps
  * its chunk AS COPIED, 2 bytes a token instead of 4, and computes each
  * weight twice: in the exp pass for the fixed-point mass, again in the
@@ -2177,16 +2177,28 @@ bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
          in->batch * c <= INT_MAX;
 }
 
+/* Chunks up to this many tokens of 16-block rows take the 16-bit softmax in
+ * any batch. */
+constexpr int kHalfAnyBatchChunk = 14848;
+
 /* Whether a softmax call the dense kernel takes whole (no filter tensors;
- * c blocks a row) goes to the 16-bit softmax instead: 16-bit logits, no
- * lists, and more blocks than the dense kernel runs at once (three a SM).
- * In a batch that fits, the dense kernel's shorter passes win: at V =
- * 262144 it took 12.5 us at B = 8 and 17.5 at B = 21 against 14.0 and
- * 18.9 (256 threads a block) or 15.3 and 21.7 (512); at B = 25 and 32 21.5
- * and 27.0 against 20.9 and 25.0 (one call a graph, dev/cuda/wave_probe.c). */
-bool half_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int c) {
+ * c blocks a row of `chunk` tokens) goes to the 16-bit softmax instead:
+ * 16-bit logits, no lists, and more blocks than the dense kernel runs at
+ * once (three a SM), or 16 blocks a row of at most kHalfAnyBatchChunk
+ * tokens (61441 <= V <= 237568). In a batch that fits at once the 16-bit
+ * kernel's two exp passes over 2 chunk / 512 tokens a thread cost more as
+ * the chunk grows, the dense kernel's passes much less: at V = 262144 B = 8
+ * the dense kernel took 12.6 us against 13.8, at V = 151936 9.8 against 9.0
+ * (H200, one call a graph, dev/cuda/wave_probe.c; docs/sampling.md has the
+ * V x B table). Fewer than 16 blocks a row lost (V = 32771, 9 blocks: 7.8
+ * against 8.6 at B = 8; not understood). From B = 25 on the 16-bit kernel
+ * wins at every V measured (B = 64, V = 262144: 45.5 against 39.5). */
+bool half_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int c,
+               int chunk) {
   return ctx->sampling_half && in->dtype != INGOT_DTYPE_F32 && in->num_bias == 0 &&
-         in->num_banned == 0 && in->batch * c > 3 * (int64_t)ctx->sm_count;
+         in->num_banned == 0 &&
+         ((c == (int)kMaxCluster && chunk <= kHalfAnyBatchChunk) ||
+          in->batch * c > 3 * (int64_t)ctx->sm_count);
 }
 
 /* The kernel of an ingot_sample call (their shared memory differs). */
@@ -2293,7 +2305,8 @@ ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
   static const char op[] = "ingot_sampling_softmax";
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
-  if (split || !half_fits(ctx, in, c)) return dense_launch<kDenseSoftmax>(ctx, op, args, stream);
+  if (split || !half_fits(ctx, in, c, chunk))
+    return dense_launch<kDenseSoftmax>(ctx, op, args, stream);
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   args.chunk = chunk;
