@@ -621,35 +621,71 @@ static batch as_f32(const batch *b) {
   return w;
 }
 
+/* The threads a block of the one kernel a call of b launches (captured in a
+ * graph, not run): 256 for the 16-bit softmax, 512 for the dense kernel. */
+static unsigned softmax_block_threads(const batch *b) {
+  result o;
+  alloc_result(&o, b);
+  call_buffers f;
+  buffers_make(&f, gpu, b, 1, &o);
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const ingot_status st = buffers_call(gpu, &f, b, 1);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  EXPECT_OK(gpu, st);
+  cudaGraphNode_t node;
+  size_t nodes = 1;
+  struct cudaKernelNodeParams kp;
+  unsigned threads = 0;
+  if (cudaGraphGetNodes(graph, &node, &nodes) == cudaSuccess && nodes == 1 &&
+      cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess)
+    threads = kp.blockDim.x;
+  cudaGraphDestroy(graph);
+  buffers_free(&f);
+  free_result(&o);
+  return threads;
+}
+
 /* The 16-bit softmax (bf16 / f16 logits, no filter tensors, no lists, B > 2,
  * more blocks than three a SM (396 on the H200), or any B at 61441 <= V <=
- * 237568; the chunk kept as 16-bit values, the weights computed twice):
- * each batch
- * against the CPU, and bit for bit against the same values as f32 (the dense
- * kernel's) and against the rows alone (the wide path's); mixed rows
- * (-Inf prefixes, NaN / +Inf, empty, ties, all masked, tiny and huge
- * temperatures), a bitmask or none, V from one block a row (4096) to 16,
- * partial last units, unaligned rows; then a bad temperature on one row. */
+ * 237568 on 16-block clusters; the chunk kept as 16-bit values, the weights
+ * computed twice): each batch against the CPU, and bit for bit against the
+ * same values as f32 (the dense kernel's) and against the rows alone (the
+ * wide path's); mixed rows (-Inf prefixes, NaN / +Inf, empty, ties, all
+ * masked, tiny and huge temperatures), a bitmask or none, V from one block a
+ * row (4096) to 16, partial last units, a block with no token (66000),
+ * unaligned rows; then a bad temperature on one row. B = 0 in the table: just
+ * more blocks than three a SM on this device. Each call must launch the
+ * 16-bit kernel (its 256-thread blocks). */
 static int test_softmax_half(void) {
   static const struct {
     int64_t B, V, pad; /* pad: the row stride is V + pad */
-  } cases[] = {{64, 262144, 0}, {40, 151936, 8}, {400, 4096, 0}, {200, 5000, 1},
-               {30, 100003, 3}, {48, 32771, 0}, {400, 1001, 1}};
+  } cases[] = {{64, 262144, 0}, {40, 151936, 8}, {0, 4096, 0}, {0, 5000, 1},
+               {30, 100003, 3}, {0, 32771, 0},   {0, 1001, 1}, {8, 66000, 2}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    if (quick && cases[k].B * cases[k].V > 2000000) continue;
+    int64_t B = cases[k].B;
+    if (B == 0) { /* the dense kernel's blocks a row (dense_geometry) */
+      int64_t c = (cases[k].V + 4095) / 4096;
+      if (c > gpu->sampling_dense_cluster) c = gpu->sampling_dense_cluster;
+      B = 3 * gpu->sm_count / c + 1;
+    }
+    if (quick && B * cases[k].V > 2000000) continue;
     const ingot_dtype dtype = k % 2 ? INGOT_DTYPE_F16 : INGOT_DTYPE_BF16;
     batch b;
-    make_batch(&b, cases[k].B, cases[k].V, dtype, 0, 0);
+    make_batch(&b, B, cases[k].V, dtype, 0, 0);
     set_no_filters(&b);
     b.nbanned = b.nbias = 0;
-    if (cases[k].pad) { /* odd pads leave rows 2-byte aligned only */
-      b.stride = b.V + cases[k].pad;
-      free(b.logits);
-      b.logits = xcalloc((size_t)(b.B * b.stride) * 2);
+    if (cases[k].pad) { /* the same rows at stride V + pad (odd: 2-byte aligned only) */
+      uint16_t *rows = xcalloc((size_t)(b.B * (b.V + cases[k].pad)) * 2);
       for (int64_t r = 0; r < b.B; r++)
-        for (int64_t i = 0; i < b.V; i++)
-          set_logit(&b, r, i, i % 499 == 0 ? NAN : (float)(rand_normal() * 3.0));
+        memcpy(rows + r * (b.V + cases[k].pad), (uint16_t *)b.logits + r * b.stride,
+               (size_t)b.V * 2);
+      free(b.logits);
+      b.logits = rows;
+      b.stride = b.V + cases[k].pad;
     }
+    EXPECT(softmax_block_threads(&b) == 256, "B=%lld V=%lld: not the 16-bit kernel",
+           (long long)b.B, (long long)b.V);
     for (int round = 0; round < 2; round++) {
       if (round) b.temperature[1] = -1.0f; /* the CPU refuses it; CUDA flags row 1 */
       batch w = as_f32(&b);

@@ -809,9 +809,10 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     filter tensors or bias / ban lists that the dense kernel would take,
  *     with more blocks than the dense kernel runs at once (B x blocks a
  *     row > 3 x SMs: B >= 25 at V >= 61441 on an H200), or of any B > 2
- *     with 61441 <= V <= 237568, keeps each block's logits as 16-bit values
- *     instead of fp32 and computes each weight twice, so that twice as
- *     many rows are in flight. The same bits as the dense kernel. H200,
+ *     with 61441 <= V <= 237568 (on 16-block clusters, as on an H200),
+ *     keeps each block's logits as 16-bit values instead of fp32 and
+ *     computes each weight twice, so that twice as many rows are in
+ *     flight. The same bits as the dense kernel. H200,
  *     B = 64, V = 262144: about 36 us against 43.
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index

@@ -287,7 +287,7 @@ ingot_memory_kind ingot_cuda_memory_kind(const void *ptr, int *device);
 int ingot_cuda_device_count(void);
 /* Tests: blocks of a dense sampling kernel (softmax 0: the plain sampler's;
  * 1: the softmax's; 2: the 16-bit softmax's) that fit a SM at this V and
- * dtype; -1 on a CUDA error. */
+ * dtype (bf16 / f16 for 2); -1 on a CUDA error or an f32 dtype with 2. */
 int ingot_cuda_sampling_dense_blocks_per_sm(const struct ingot_context *ctx, int softmax,
                                             ingot_dtype dtype, int64_t vocab);
 #endif

@@ -2177,15 +2177,22 @@ bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
          in->batch * c <= INT_MAX;
 }
 
+/* Measured on the H200 at V = 151936 (dev/cuda/wave_probe.c, one call a
+ * graph): the wide path 7.36 / 7.71 / 8.83 us at B = 1 / 2 / 4 against the
+ * dense kernel's 7.84, so it takes B <= 2 only. */
+constexpr int64_t kWideMaxBatch = 2;
+constexpr int64_t kWideMinVocab = 32768;
+
 /* Chunks up to this many tokens of 16-block rows take the 16-bit softmax in
  * any batch. */
 constexpr int kHalfAnyBatchChunk = 14848;
 
 /* Whether a softmax call the dense kernel takes whole (no filter tensors;
  * c blocks a row of `chunk` tokens) goes to the 16-bit softmax instead:
- * 16-bit logits, no lists, and more blocks than the dense kernel runs at
- * once (three a SM), or 16 blocks a row of at most kHalfAnyBatchChunk
- * tokens (61441 <= V <= 237568). In a batch that fits at once the 16-bit
+ * 16-bit logits, no lists, B > kWideMaxBatch (as the wide softmax's calls,
+ * tried first, are), and more blocks than the dense kernel runs at once
+ * (three a SM), or 16 blocks a row of at most kHalfAnyBatchChunk tokens
+ * (61441 <= V <= 237568 where the device runs 16-block clusters). In a batch that fits at once the 16-bit
  * kernel's two exp passes over 2 chunk / 512 tokens a thread cost more as
  * the chunk grows, the dense kernel's passes much less: at V = 262144 B = 8
  * the dense kernel took 12.6 us against 13.8, at V = 151936 9.8 against 9.0
@@ -2196,7 +2203,7 @@ constexpr int kHalfAnyBatchChunk = 14848;
 bool half_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int c,
                int chunk) {
   return ctx->sampling_half && in->dtype != INGOT_DTYPE_F32 && in->num_bias == 0 &&
-         in->num_banned == 0 &&
+         in->num_banned == 0 && in->batch > kWideMaxBatch &&
          ((c == (int)kMaxCluster && chunk <= kHalfAnyBatchChunk) ||
           in->batch * c > 3 * (int64_t)ctx->sm_count);
 }
@@ -2262,6 +2269,7 @@ extern "C" int ingot_cuda_sampling_dense_blocks_per_sm(const struct ingot_contex
   dense_geometry(ctx, vocab, &c, &chunk);
   const int mode = softmax ? kDenseSoftmax : kDenseSample;
   const bool half = softmax == 2;
+  if (half && dtype == INGOT_DTYPE_F32) return -1; /* the 16-bit softmax has no f32 kernel */
   const DenseKernel k = half      ? half_kernel_for(dtype)
                         : softmax ? dense_kernel_for<kDenseSoftmax>(dtype)
                                   : dense_kernel_for<kDenseSample>(dtype);
@@ -2321,12 +2329,6 @@ ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
 /* ---- the wide softmax: host side ---------------------------------------------------- */
 
 namespace {
-
-/* Measured on the H200 at V = 151936 (dev/cuda/wave_probe.c, one call a
- * graph): the wide path 7.36 / 7.71 / 8.83 us at B = 1 / 2 / 4 against the
- * dense kernel's 7.84, so it takes B <= 2 only. */
-constexpr int64_t kWideMaxBatch = 2;
-constexpr int64_t kWideMinVocab = 32768;
 
 /* Chunks a row and tokens a chunk: about one block a SM over the batch
  * (B = 1 on all 132 SMs of the H200 took 4.44 us, on 66 4.69), whole
