@@ -2192,9 +2192,10 @@ constexpr int kHalfAnyBatchChunk = 14848;
  * 16-bit logits, no lists, B > kWideMaxBatch (as the wide softmax's calls,
  * tried first, are), and more blocks than the dense kernel runs at once
  * (three a SM), or 16 blocks a row of at most kHalfAnyBatchChunk tokens
- * (61441 <= V <= 237568 where the device runs 16-block clusters). In a batch that fits at once the 16-bit
- * kernel's two exp passes over 2 chunk / 512 tokens a thread cost more as
- * the chunk grows, the dense kernel's passes much less: at V = 262144 B = 8
+ * (61441 <= V <= 237568 where the device runs 16-block clusters). In a
+ * batch that fits at once the 16-bit kernel's two exp passes over 2 chunk /
+ * 512 tokens a thread cost more as the chunk grows, the dense kernel's
+ * passes much less: at V = 262144 B = 8
  * the dense kernel took 12.6 us against 13.8, at V = 151936 9.8 against 9.0
  * (H200, one call a graph, dev/cuda/wave_probe.c; docs/sampling.md has the
  * V x B table). Fewer than 16 blocks a row lost (V = 32771, 9 blocks: 7.8
