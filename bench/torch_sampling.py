@@ -78,13 +78,18 @@ def torch_masked_step(logits, words, t, bits, num_top=0):
     return token, final.gather(-1, token), raw.gather(-1, token), top
 
 
+def sample_workspace(ctx, B, V):
+    """ingot.sample's workspace for [B, V] f32 logits (the wide sampler's
+    partials at B <= 2; the top-n calls need no more)."""
+    return torch.empty(ingot.sample_workspace_size(ctx, B, V), dtype=torch.uint8, device="cuda")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = []
-    ws = torch.empty(0, dtype=torch.uint8, device="cuda")  # CUDA's ingot.sample needs none
     with ingot.Context("cuda") as ctx:
         for B, V in ((1, 151936), (64, 262144)):
             x = torch.randn(B, V, device="cuda") * 3
@@ -99,6 +104,7 @@ def main():
             rows.append(("softmax", f"B={B} V={V} f32", tt, it))
         for B, V in ((1, 151936), (64, 262144)):
             x = torch.randn(B, V, device="cuda") * 3
+            ws = sample_workspace(ctx, B, V)
             W = (V + 31) // 32
             words = torch.randint(-2**31, 2**31 - 1, (B, W), dtype=torch.int32, device="cuda")
             bits = torch.arange(32, dtype=torch.int32, device="cuda")
@@ -126,6 +132,7 @@ def main():
             rows.append(("masked step + both logprobs + raw top-8", f"B={B} V={V} f32", tt, it))
         for B, V in ((1, 151936), (64, 151936)):
             x = torch.randn(B, V, device="cuda") * 3
+            ws = sample_workspace(ctx, B, V)
             gen = torch.Generator(device="cuda")
             gen.manual_seed(1)
             k = torch.full((B,), 50, dtype=torch.int32, device="cuda")

@@ -64,6 +64,12 @@ static void *softmax_workspace(ingot_context_t c, int64_t B, int64_t V, size_t *
   return dev_copy(NULL, *bytes);
 }
 
+/* The same for ingot_sample (no top-n outputs). */
+static void *sample_workspace(ingot_context_t c, int64_t B, int64_t V, size_t *bytes) {
+  if (ingot_sample_workspace_size(c, B, V, INGOT_DTYPE_F32, 0, bytes) != INGOT_OK) abort();
+  return dev_copy(NULL, *bytes);
+}
+
 static double rand_normal(void) {
   double u1 = (test_rand_unit() + 1e-12), u2 = test_rand_unit();
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
@@ -846,6 +852,125 @@ static int test_softmax_wide(void) {
   return 0;
 }
 
+/* The WIDE sampler (ingot_sample at B <= 2, 32768 <= V <= 262144, no filter
+ * tensors, no lists, no top-n outputs: each row over many blocks, partials
+ * in the workspace, three launches): its rows against the CPU's, and token,
+ * status and both log-probabilities bit for bit against the same rows in a
+ * batch of 8, which the dense kernel takes (mixed rows: NaN / +Inf, all
+ * masked, greedy ties, empty, tiny and huge temperatures; a bad temperature
+ * on one row; log-probabilities asked for or not; B = 3 and 4, the dense
+ * kernel's again); V not a multiple of 4 and unaligned rows; all dtypes.
+ * Then the launches and the workspace, as for the wide softmax. */
+static int test_sample_wide(void) {
+  /* 32771: 9 blocks a row of the dense kernel, a partial last group;
+   * 201088: the last block's last warps hold no token */
+  static const int64_t vocab[4] = {32771, 151936, 201088, 262144};
+  static const int kinds[4][2] = {{0, 1}, {2, 3}, {4, 1}, {5, 6}};
+  tally t = {0, 0, 0, 0};
+  for (int k = 0; k < 4; k++) {
+    batch big;
+    const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
+                                              INGOT_DTYPE_F16}[(k + test_rand()) % 3];
+    make_batch(&big, 8, vocab[k], dtype, 0, 0);
+    set_no_filters(&big);
+    big.nbanned = big.nbias = 0;
+    free(big.allowed);
+    big.allowed = NULL;
+    if (k % 2 == 0) {
+      big.allowed = xcalloc((size_t)(big.B * big.words) * 4);
+      for (int64_t w = 0; w < big.B * big.words; w++)
+        big.allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
+    }
+    if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
+      big.stride = big.V + 1;
+      free(big.logits);
+      big.logits = xcalloc((size_t)(big.B * big.stride) * elem(dtype));
+      for (int64_t r = 0; r < big.B; r++)
+        for (int64_t i = 0; i < big.V; i++) set_logit(&big, r, i, (float)(rand_normal() * 3.0));
+    }
+    special_row(&big, 0, kinds[k][0]);
+    special_row(&big, 1, kinds[k][1]);
+    /* round 1: against the CPU too; round 2: a bad temperature on row 1
+     * (the CPU refuses the call; both kernels give token -1 and the flag) */
+    for (int round = 0; round < 2; round++) {
+      if (round) big.temperature[1] = -1.0f;
+      big.want_logprobs = round == 0 || test_rand() % 2;
+      result all;
+      alloc_result(&all, &big);
+      EXPECT_OK(gpu, run_batch(gpu, &big, 0, &all));
+      for (int64_t B = 1 + round; B <= 4; B += 1 + round) {
+        batch b = big;
+        b.B = B;
+        result g;
+        alloc_result(&g, &b);
+        EXPECT_OK(gpu, run_batch(gpu, &b, 0, &g));
+        char what[96];
+        snprintf(what, sizeof what, "wide sample V=%lld %s B=%lld", (long long)b.V,
+                 ingot_dtype_name(dtype), (long long)B);
+        if (round) {
+          EXPECT(g.status[1] == INGOT_SAMPLING_ROW_BAD_PARAMETER && g.tokens[1] == -1,
+                 "%s row 1: status %u token %d", what, g.status[1], g.tokens[1]);
+        } else {
+          result c;
+          alloc_result(&c, &b);
+          EXPECT_OK(cpu, run_batch(cpu, &b, 0, &c));
+          compare(&b, &c, &g, &t, what);
+          free_result(&c);
+        }
+        for (int64_t r = 0; r < B; r++)
+          EXPECT(g.tokens[r] == all.tokens[r] && g.status[r] == all.status[r] &&
+                     (!b.want_logprobs || (memcmp(&g.lp[r], &all.lp[r], 4) == 0 &&
+                                           memcmp(&g.raw_lp[r], &all.raw_lp[r], 4) == 0)),
+                 "%s row %lld: token %d status %u lp %.9g raw %.9g; the dense kernel's %d %u "
+                 "%.9g %.9g",
+                 what, (long long)r, g.tokens[r], g.status[r], (double)g.lp[r],
+                 (double)g.raw_lp[r], all.tokens[r], all.status[r], (double)all.lp[r],
+                 (double)all.raw_lp[r]);
+        free_result(&g);
+      }
+      free_result(&all);
+    }
+    free_batch(&big);
+  }
+  EXPECT(t.token_diffs == 0, "%lld tokens differ from the CPU's", (long long)t.token_diffs);
+  size_t need1, need64;
+  EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, 1, 151936, INGOT_DTYPE_F32, 0, &need1));
+  EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, 64, 151936, INGOT_DTYPE_BF16, 0, &need64));
+  EXPECT(need1 > 0 && need1 == need64, "workspace %zu at B = 1, %zu at B = 64", need1, need64);
+  const int64_t V = 151936;
+  /* three kernels at B = 1 and 2, the dense kernel alone at B = 3; a call
+   * one byte short is refused and writes nothing */
+  for (int64_t B = 1; B <= 3; B++) {
+    void *dl = dev_copy(NULL, (size_t)(B * V) * 4), *dt = dev_copy(NULL, (size_t)B * 4),
+         *ws = dev_copy(NULL, need1);
+    CUDA_OK(cudaMemset(dl, 0, (size_t)(B * V) * 4));
+    CUDA_OK(cudaMemset(dt, 0x7f, (size_t)B * 4));
+    ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
+                 tt = ingot_tensor_1d(dt, INGOT_DTYPE_I32, B);
+    ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
+    struct CUstream_st *s = (struct CUstream_st *)stream;
+    EXPECT(ingot_sample(gpu, &tl, &prm, &tt, NULL, NULL, ws, need1 - 1, s) ==
+               INGOT_STATUS_INSUFFICIENT_WORKSPACE,
+           "one byte short: %s", ingot_last_error(gpu));
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const ingot_status st = ingot_sample(gpu, &tl, &prm, &tt, NULL, NULL, ws, need1, s);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    EXPECT_OK(gpu, st);
+    size_t nodes = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    EXPECT(nodes == (B <= 2 ? 2u : 1u), "B=%lld: the sample captured %zu kernels", (long long)B,
+           nodes);
+    cudaGraphDestroy(graph);
+    int32_t back[3];
+    cudaMemcpy(back, dt, (size_t)B * 4, cudaMemcpyDeviceToHost);
+    for (int64_t r = 0; r < B; r++)
+      EXPECT((uint32_t)back[r] == 0x7f7f7f7fu, "a refused call wrote token %d", back[r]);
+    cudaFree(dl), cudaFree(dt), cudaFree(ws);
+  }
+  return 0;
+}
+
 /* Filter tensors given, half the rows with every filter off: those rows run
  * on the dense kernel, the others on the general one (two launches); every
  * row must equal the CPU, for the sample and the softmax. */
@@ -1619,7 +1744,7 @@ static void new_inputs(batch *b, int rep) {
  * nucleus rows dense, unless a nucleus row is handed off, the others
  * general). softmax: ingot_sampling_softmax instead of ingot_sample. B rows,
  * bias and ban lists of `lists` entries each (B = 2 without lists or filters:
- * the wide softmax's three launches). */
+ * the three launches of the wide softmax or the wide sampler). */
 static int graph_replay(int64_t n, int filters, int softmax, int64_t B, int64_t lists) {
   const int64_t V = 151936;
   batch b;
@@ -1676,7 +1801,8 @@ static int graph_replay(int64_t n, int filters, int softmax, int64_t B, int64_t 
 static int test_graph_replay(void) {
   return graph_replay(5, 1, 0, 6, 12) || graph_replay(0, 0, 0, 6, 12) ||
          graph_replay(0, 1, 0, 6, 12) || graph_replay(0, 0, 1, 6, 12) ||
-         graph_replay(0, 1, 1, 6, 12) || graph_replay(0, 0, 1, 2, 0);
+         graph_replay(0, 1, 1, 6, 12) || graph_replay(0, 0, 1, 2, 0) ||
+         graph_replay(0, 0, 0, 2, 0);
 }
 
 /* Calls that depend on each other through memory, queued back to back in a
@@ -1688,7 +1814,8 @@ static int test_graph_replay(void) {
  * placed too late would show (docs/perf-notes.md, sessions 5 and 6). A
  * fourth call, a softmax of P into Q, reads what the kernel before it has
  * just written (the wide softmax's second kernel reads its logits before
- * its own wait). B = 4: the dense kernel; B = 2: the wide softmax. */
+ * its own wait). B = 4: the dense kernel; B = 2: the wide softmax and the
+ * wide sampler (whose second kernel reads P before its wait too). */
 static int chained_calls(int64_t B) {
   const int64_t V = 262144;
   const size_t bytes = (size_t)(B * V) * 4;
@@ -1702,8 +1829,8 @@ static int chained_calls(int64_t B) {
         *dOne = dev_copy(one, sizeof one);
   void *dS = dev_copy(NULL, sizeof seed), *dPos = dev_copy(NULL, sizeof pos),
        *dTok = dev_copy(NULL, sizeof tok);
-  size_t swsb;
-  void *sws = softmax_workspace(gpu, B, V, &swsb);
+  size_t swsb, dwsb;
+  void *sws = softmax_workspace(gpu, B, V, &swsb), *dws = sample_workspace(gpu, B, V, &dwsb);
   ingot_tensor t1 = ingot_tensor_2d(d1, INGOT_DTYPE_F32, B, V, V),
                t2 = ingot_tensor_2d(d2, INGOT_DTYPE_F32, B, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
@@ -1744,7 +1871,7 @@ static int chained_calls(int64_t B) {
     CUDA_OK(cudaMemsetAsync(dp, 0, bytes, stream));
     CUDA_OK(cudaMemsetAsync(dq, 0, bytes, stream));
     ingot_status st[4] = {ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s),
-                          ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, NULL, 0, s),
+                          ingot_sample(gpu, &tp, &draw, &tTok, NULL, NULL, dws, dwsb, s),
                           ingot_sampling_softmax(gpu, &t2, &soft, &tp, NULL, sws, swsb, s),
                           ingot_sampling_softmax(gpu, &tp, &soft, &tq, NULL, sws, swsb, s)};
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
@@ -1779,7 +1906,7 @@ static int chained_calls(int64_t B) {
     EXPECT(memcmp(got, q, bytes) == 0, "B=%lld round %d: Q is not the softmax of the second P",
            (long long)B, round);
   }
-  void *all[] = {d1, d2, dp, dq, dT, dOne, dS, dPos, dTok, sws};
+  void *all[] = {d1, d2, dp, dq, dT, dOne, dS, dPos, dTok, sws, dws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   free(h1), free(h2), free(p1), free(p2), free(q), free(got);
   return 0;
@@ -1806,8 +1933,8 @@ static int test_capture_first_call(void) {
   float *dl = dev_copy(h, n * 4), *dT = dev_copy(temp, B * 4), *dp = dev_copy(NULL, n * 4);
   void *dA = dev_copy(allowed, (size_t)(B * W) * 4), *dS = dev_copy(seed, B * 8),
        *dTok = dev_copy(NULL, B * 4);
-  size_t wsb;
-  void *ws = softmax_workspace(gpu, B, V, &wsb);
+  size_t wsb, dwsb;
+  void *ws = softmax_workspace(gpu, B, V, &wsb), *dws = sample_workspace(gpu, B, V, &dwsb);
   ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, B, V, V),
                tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
@@ -1823,7 +1950,7 @@ static int test_capture_first_call(void) {
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   ingot_status st[2] = {ingot_sampling_softmax(fresh, &tl, &prm, &tp, NULL, ws, wsb, s),
-                        ingot_sample(fresh, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s)};
+                        ingot_sample(fresh, &tl, &prm, &tTok, NULL, NULL, dws, dwsb, s)};
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   for (int i = 0; i < 2; i++) EXPECT_OK(fresh, st[i]);
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -1838,13 +1965,13 @@ static int test_capture_first_call(void) {
   ingot_context_destroy(fresh);
   CUDA_OK(cudaMemset(dp, 0, n * 4));
   EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, ws, wsb, s));
-  EXPECT_OK(gpu, ingot_sample(gpu, &tl, &prm, &tTok, NULL, NULL, NULL, 0, s));
+  EXPECT_OK(gpu, ingot_sample(gpu, &tl, &prm, &tTok, NULL, NULL, dws, dwsb, s));
   CUDA_OK(cudaStreamSynchronize(stream));
   cudaMemcpy(p_eager, dp, n * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(tok_eager, dTok, B * 4, cudaMemcpyDeviceToHost);
   EXPECT(memcmp(p_graph, p_eager, n * 4) == 0, "captured softmax != eager");
   EXPECT(memcmp(tok_graph, tok_eager, B * 4) == 0, "captured tokens != eager");
-  void *all[] = {dl, dT, dp, dA, dS, dTok, ws};
+  void *all[] = {dl, dT, dp, dA, dS, dTok, ws, dws};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cudaFree(all[i]);
   free(h), free(temp), free(p_graph), free(p_eager), free(allowed), free(seed);
   free(tok_graph), free(tok_eager);
@@ -1872,6 +1999,7 @@ int main(void) {
   test_run("softmax_many_rows", test_softmax_many_rows);
   test_run("softmax_rows_alone", test_softmax_rows_alone);
   test_run("softmax_wide", test_softmax_wide);
+  test_run("sample_wide", test_sample_wide);
   test_run("softmax_half", test_softmax_half);
   test_run("softmax_slow_ascent", test_softmax_slow_ascent);
   test_run("seed_rows_vs_float64", test_seed_rows_vs_float64);

@@ -107,8 +107,10 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc((void **)&tokens, Bmax * 4));
   CHECK(cudaMalloc((void **)&seed, Bmax * 8));
   CHECK(cudaMalloc((void **)&pos, Bmax * 8));
-  size_t ws_bytes; /* the softmax's (the same for every batch) */
+  size_t ws_bytes, ws_sample; /* the softmax's and the sample's (the same for every batch) */
   ICHECK(ingot_sampling_softmax_workspace_size(ctx, Bmax, V, dtype, &ws_bytes));
+  ICHECK(ingot_sample_workspace_size(ctx, Bmax, V, dtype, 0, &ws_sample));
+  if (ws_sample > ws_bytes) ws_bytes = ws_sample;
   void *ws = NULL;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   for (int i = 0; i < Bmax; i++) h[i] = 0.8f;
@@ -147,7 +149,7 @@ int main(int argc, char **argv) {
           ICHECK(ingot_sampling_softmax(ctx, &tl, &p, &tp, &tst, ws, ws_bytes, stream));
         } else {
           p.seed = &ts, p.position = &tpos, p.allowed = &tw;
-          ICHECK(ingot_sample(ctx, &tl, &p, &ttok, &tst, &l, NULL, 0, stream));
+          ICHECK(ingot_sample(ctx, &tl, &p, &ttok, &tst, &l, ws, ws_bytes, stream));
         }
         CHECK(cudaStreamEndCapture(stream, &g));
         CHECK(cudaGraphInstantiate(&exec[s], g, 0));

@@ -751,16 +751,16 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * contents on entry do not matter and are undefined after the call.
  *
  * CUDA: each op is one kernel launch (two or three in the cases below) and
- * needs no workspace (the queries return 0), except ingot_sampling_softmax
- * (the WIDE path below). A row is processed by a cluster of up to 16 thread blocks
+ * needs no workspace except for the WIDE paths below (a few KB, for
+ * V >= 32768 on sm_90 code). A row is processed by a cluster of up to 16 thread blocks
  * (sm_90; one block before) holding the row in shared memory, so V is
  * bounded by the device: on an H200 about 800k tokens, and with the raw
  * outputs of ingot_sample 400k on the general kernel, 580k on the dense
  * one (830k in a call without filters or top-n); on
  * pre-Hopper GPUs (one block a row) about 34k (17k with the raw outputs) on
  * an A100, so typical LLM vocabularies need sm_90 for now; larger V
- * returns NOT_SUPPORTED before launch. Two kernels (and, for the softmax
- * of one or two rows, the WIDE path below); which kernel serves a row
+ * returns NOT_SUPPORTED before launch. Two kernels (and, for one or two
+ * rows, the WIDE paths below); which kernel serves a row
  * depends only on that row's parameters and the call's outputs:
  *   - DENSE (1.8-5x faster): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0), and rows of ingot_sample with 1 <= top_k <= 64
@@ -773,10 +773,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     exactly and runs the reference's own top-p sums (portable exp, double,
  *     rank order), min-p and draw on it, so not even a top-p boundary
  *     differs. Other masses use a fast exp (within 3 ulp; a weight e^{s_i}
- *     below 2^-126 counts as 0, so such a probability is 0) and sums in an
- *     order fixed by V and the device; ingot_sampling_softmax sums them as
- *     exact fixed-point integers (w_i in units of 2^-40), so its sum does
- *     not depend on the order at all.
+ *     below 2^-126 counts as 0, so such a probability is 0), summed four
+ *     tokens at a time in fp32, then as exact fixed-point integers (units
+ *     of 2^-40), so a row's sums do not depend on their order at all.
  *     Also, in such a call, rows of ingot_sample with top-p and / or min-p
  *     but no top-k whose final set lies within the row's 64 (32) most
  *     probable tokens: the common case of a language model's top-p. The
@@ -797,14 +796,18 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *   top_k / top_p / min_p tensors; with them both kernels are launched,
  *   each taking its rows, so passing NULL for unused filters saves a
  *   launch.
- *   - WIDE (ingot_sampling_softmax, where the library's sm_90 code runs,
- *     i.e. Hopper): a call of B <= 2 rows, V >= 32768, no top_k / top_p /
- *     min_p tensors and no bias / ban lists (a property of the call, not
- *     of a row), that the dense kernel could serve, spreads each row over about
- *     132 / B blocks of the whole GPU instead of one cluster: three kernels
- *     chained by programmatic dependent launch, the partial results (a few
- *     KB) in the workspace. The same bits as the dense kernel. H200, V =
- *     151936: about 4.5 us a call against 5.1.
+ *   - WIDE (ingot_sampling_softmax and ingot_sample, where the library's
+ *     sm_90 code runs, i.e. Hopper): a call of B <= 2 rows, V >= 32768, no
+ *     top_k / top_p / min_p tensors, no bias / ban lists and (ingot_sample)
+ *     no top-n outputs (properties of the call, not of a row), that the
+ *     dense kernel could serve, spreads each row over about 132 / B blocks
+ *     of the whole GPU instead of one cluster: three kernels (the softmax)
+ *     or two (the sample) chained by programmatic dependent launch, the
+ *     partial results (a few KB) in the workspace. The same bits as the
+ *     dense kernel. H200, V = 151936: the softmax about 4.6 us a call
+ *     against 5.1; the masked step with both log-probabilities 7.4 us
+ *     against 8.5 (logits like a language model's) and 8.7 against 12.0
+ *     (nearly every allowed token a draw candidate).
  *   - 16-BIT (ingot_sampling_softmax): a call of bf16 / f16 logits without
  *     filter tensors or bias / ban lists that the dense kernel would take,
  *     with more blocks than the dense kernel runs at once (B x blocks a
@@ -822,9 +825,9 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * dependent launch: each may be
  * scheduled while the stream's previous kernel still runs, and waits for
  * it to complete before touching global memory (only its own launch
- * parameters are read before; the second and third kernels of the wide
- * softmax also read the logits, temperatures and partial results that
- * the first one has already waited for); it then lets the stream's next
+ * parameters are read before; the kernels of the wide paths after their
+ * first also read the logits, bitmask, temperatures, seeds, positions and
+ * partial results that the first one has already waited for); it then lets the stream's next
  * kernel be scheduled early, which matters only if that kernel was itself
  * launched with programmatic stream serialization (and so must wait the
  * same way before reading these outputs). In a CUDA graph of consecutive
@@ -920,7 +923,12 @@ typedef struct ingot_sampling_logprobs {
  * (0 when none); the same for every params and flags. Depends on the
  * context's backend and device; 0 for batch = 0. CPU: 12 * V + 8 * num_top
  * rounded up to 16 (a row's values and a sort buffer, reused row after
- * row). CUDA: 0. Returns INVALID_ARGUMENT (bad value, NULL bytes). */
+ * row). CUDA: a few KB for V >= 32768 and num_top = 0 where the library's
+ * sm_90 code runs (6400 bytes at V = 151936 on an H200), else 0; whether
+ * or not the call takes the WIDE path (B, filter tensors, lists), and the
+ * same for every batch, so a buffer sized for the largest batch serves
+ * every smaller one: the wide sampler's partial results and a counter a
+ * row. Returns INVALID_ARGUMENT (bad value, NULL bytes). */
 INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch,
                                                    int64_t vocab_size, ingot_dtype logits_dtype,
                                                    int64_t num_top, size_t *bytes);

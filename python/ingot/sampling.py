@@ -295,7 +295,9 @@ def sample(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None,
     tokens, row_status, token_logprob, token_raw_logprob, top_ids, top_logprobs:
                  output arrays to write (allocated like logits when None).
     workspace    a contiguous 1-D array of >= sample_workspace_size(...) bytes,
-                 16-byte aligned (allocated when None).
+                 16-byte aligned (allocated when None; on a Hopper GPU a few
+                 KB when V >= 32768 and num_top == 0, to be passed for CUDA
+                 arrays that are not torch tensors).
     Returns a :class:`SampleResult`. Nothing of size [B, V] is written.
     """
     s = ctx._stream(stream)

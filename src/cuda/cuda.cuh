@@ -104,5 +104,14 @@ ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
                                               const ingot_sampling_input *in, float *probs,
                                               int64_t probs_stride, uint32_t *row_status,
                                               void *workspace, struct CUstream_st *stream);
+/* The wide sampler (sampling_dense.cu): the same for ingot_sample calls
+ * without filter tensors, lists or top-n outputs (the dense kernel's bits). */
+size_t ingot_cuda_sample_wide_workspace(const struct ingot_context *ctx, int64_t vocab,
+                                        int64_t num_top);
+int ingot_cuda_sample_wide_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
+                                const ingot_sampling_output *out);
+ingot_status ingot_cuda_sample_wide(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                    const ingot_sampling_output *out, void *workspace,
+                                    struct CUstream_st *stream);
 
 #endif

@@ -914,8 +914,8 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
 ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
                                               int64_t vocab, ingot_dtype dtype, int64_t num_top,
                                               size_t *bytes) {
-  (void)ctx, (void)batch, (void)vocab, (void)dtype, (void)num_top;
-  *bytes = 0; /* everything lives in shared memory */
+  (void)batch, (void)dtype;
+  *bytes = ingot_cuda_sample_wide_workspace(ctx, vocab, num_top); /* the wide sampler's partials */
   return INGOT_STATUS_SUCCESS;
 }
 
@@ -930,8 +930,10 @@ ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ct
 ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
                                const ingot_sampling_output *out, void *workspace,
                                size_t workspace_bytes, struct CUstream_st *stream) {
-  (void)workspace, (void)workspace_bytes;
+  (void)workspace_bytes; /* core checked it against the size query */
   static const char op[] = "ingot_sample";
+  if (ingot_cuda_sample_wide_fits(ctx, in, out))
+    return ingot_cuda_sample_wide(ctx, in, out, workspace, stream);
   const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
   if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, 0, stream);
   /* the general kernel must be able to take its rows before anything is launched */

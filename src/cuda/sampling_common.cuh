@@ -193,9 +193,11 @@ __device__ __forceinline__ uint32_t rank_key(float v) {
  * reference does: biases added in list order, banned tokens set to -Inf (a
  * NaN or +Inf there sets ROW_NAN); an entry of row r whose token lies
  * outside [0, V) sets ROW_BAD_ENTRY. Collective over the block; returns
- * this thread's flags. Callers synchronise the block before and after. */
+ * this thread's flags, and sets *changed (if given) when this thread
+ * changed a token. Callers synchronise the block before and after. */
 __device__ __forceinline__ uint32_t apply_lists(const ingot_sampling_input &in, int64_t r,
-                                                int64_t lo, int n, float *sv) {
+                                                int64_t lo, int n, float *sv,
+                                                bool *changed = nullptr) {
   uint32_t flags = 0;
   const int64_t V = in.vocab;
   if (in.num_bias > 0 && warp_id() == 0) {
@@ -224,6 +226,7 @@ __device__ __forceinline__ uint32_t apply_lists(const ingot_sampling_input &in, 
         if (lane_id() == src) sv[tok - lo] = __fadd_rn(sv[tok - lo], b);
         __syncwarp();
       }
+      if (mine && changed) *changed = true;
     }
   }
   __syncthreads();
@@ -239,6 +242,7 @@ __device__ __forceinline__ uint32_t apply_lists(const ingot_sampling_input &in, 
     const float old = sv[tok - lo];
     if (!ingot_f32_finite(old) && old != -INFINITY) flags |= INGOT_SAMPLING_ROW_NAN;
     sv[tok - lo] = -INFINITY;
+    if (changed) *changed = true;
   }
   return flags;
 }

@@ -2,13 +2,12 @@
  * Sampling, CUDA backend: the DENSE path. Rows of ingot_sampling_softmax
  * and ingot_sample without a filter: masks, bias, bans, temperature, greedy,
  * the Gumbel-max draw and the drawn token's two log-probabilities. That is
- * the common decode step, and it needs neither radix selects nor fixed-point
- * masses. Also ingot_sample rows with 1 <= top_k <= kSmallK (any top_p,
- * min_p; calls without top-n outputs): the filters act on the top-k set
- * only, which small_k_draw finds exactly; and the top-n outputs (n <=
- * kSmallK) of rows without a filter, the same selection (small_k_select,
- * after the second reduction, over the masked values or the logits read
- * again; instantiated as a kernel of its own, kDenseSampleTop; the host's
+ * the common decode step, and it needs no radix select. Also ingot_sample
+ * rows with 1 <= top_k <= kSmallK (any top_p, min_p; calls without top-n
+ * outputs): the filters act on the top-k set only, which small_k_draw
+ * finds exactly; and the top-n outputs (n <= kSmallK) of rows without a
+ * filter, the same selection (small_k_select, after the second reduction,
+ * over the masked values or the logits read again; instantiated as a kernel of its own, kDenseSampleTop; the host's
  * routing is in ingot_cuda_sampling_dense_mode). And NUCLEUS rows (top-p
  * and / or min-p without a top-k): the same draw over the row's top-small_k
  * set K, with top-p's total the row's mass (the second reduction), when the
@@ -39,12 +38,13 @@
  *     masses and the draw's filter;
  *   - the masses (probabilities, log-probabilities) use an FMA exp within
  *     3 ulp (not the portable one; masses below 2^-126 are 0), summed four
- *     at a time in fp32, then ingot_sample's in double, in an order fixed
- *     by V and C, and the softmax's as exact fixed-point integers (any
- *     order gives the same total): deterministic and batch-invariant,
- *     within 1e-6 of the CPU's double sums. The raw distribution's sum runs
- *     online per thread (running max, sum rescaled when it grows) and is
- *     brought to the row's raw maximum once, in the second reduction.
+ *     at a time in fp32 (groups of 4 tokens in token order), then as exact
+ *     fixed-point integers (fixed_mass: any order gives the same total), so
+ *     a row's masses do not depend on how it is cut: deterministic and
+ *     batch-invariant, within 1e-6 of the CPU's double sums, and the same on
+ *     the wide kernels that take small batches. The raw distribution
+ *     (token_raw_logprob) is summed after the first reduction, relative to
+ *     the row's raw maximum, from the values before the bitmask.
  * Per token the common case costs about a dozen FMA-pipe operations and one
  * hardware 2^x a pass: the division by T reuses one reciprocal (div_fast;
  * dev/cuda/sampling_math.cu checks it and the exp on every input that
@@ -104,13 +104,6 @@ __host__ __device__ constexpr int dense_scratch_len(int mode, int chunk) {
  * frac_bits and keep_raw are not used. */
 typedef SamplingArgs DenseArgs;
 
-/* The sum of four masses: in fp32 (an error of at most 2^-23 of the four's
- * sum), then in double across the groups, so the total is within ~2e-7
- * relative whatever V, and its order is fixed by V. */
-__device__ __forceinline__ double sum4(const float w[4]) {
-  return (double)__fadd_rn(__fadd_rn(w[0], w[1]), __fadd_rn(w[2], w[3]));
-}
-
 /* a / T for a mass or a filter, not for a draw key. kFast (the row's
  * T.fast, a compile-time copy so that loops carry no check): div_fast, which
  * is exact wherever its intermediates stay normal; where they do not, the
@@ -166,11 +159,11 @@ struct LoadStats {
   uint32_t flags;
 };
 
-/* After the values: the mass of the final set, the raw distribution's sum
- * (relative to its maximum) and the best draw key. */
+/* After the values: the mass of the final set and the raw distribution's
+ * sum (relative to its maximum), both in fixed point (fixed_mass), and the
+ * best draw key. */
 struct DrawStats {
-  double mass, raw_sum;
-  unsigned long long best;
+  unsigned long long mass, raw_sum, best;
 };
 
 __device__ __forceinline__ unsigned long long best_key(float v, int32_t id) {
@@ -198,27 +191,12 @@ __device__ __forceinline__ unsigned long long warp_max_key(unsigned long long v)
   return (unsigned long long)hi << 32 | lo;
 }
 
-/* The warp's sum of one double a lane, on every lane: a butterfly, so every
- * lane gets the same bits (each step adds the same two values, commuted). */
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 /* s = (x - m) / T of a group (`scaled`; a masked token's is NaN or -Inf),
  * and the sum of the group's masses e^s. */
 template <bool kFast>
 __device__ __forceinline__ void scale4(const float x[4], float m, const Divisor &T, float sc[4]) {
 #pragma unroll
   for (int e = 0; e < 4; e++) sc[e] = scaled<kFast>(__fsub_rn(x[e], m), T);
-}
-
-__device__ __forceinline__ double exp_sum4(const float sc[4]) {
-  float w[4];
-#pragma unroll
-  for (int e = 0; e < 4; e++) w[e] = fast_exp(sc[e]);
-  return sum4(w);
 }
 
 /* The reductions over a warp, every lane getting the result. */
@@ -246,16 +224,8 @@ struct ReduceArgmax {
   }
 };
 
-struct ReduceDraw {
-  __device__ __forceinline__ DrawStats operator()(DrawStats v) const {
-    v.mass = warp_sum(v.mass);
-    v.raw_sum = warp_sum(v.raw_sum);
-    v.best = warp_max_key(v.best);
-    return v;
-  }
-};
-
-/* The softmax's mass in FIXED POINT, units of 1 / kMassUnit = 2^-40: every
+/* Masses in FIXED POINT (the softmax's; the sampler's final and raw
+ * masses), units of 1 / kMassUnit = 2^-40: every
  * w = e^((x - max) / T) is <= 1, a group's fp32 sum of four <= 4, so a
  * row's total stays below 2^42 V <= 2^62 for V < 2^20. Integer sums are
  * exact, so the total is the same whatever the order of the partial sums;
@@ -278,6 +248,29 @@ struct ReduceMass {
     return a + ((unsigned long long)b << 22) + ((unsigned long long)c << 44);
   }
 };
+
+struct ReduceDraw {
+  __device__ __forceinline__ DrawStats operator()(DrawStats v) const {
+    v.mass = ReduceMass{}(v.mass);
+    v.raw_sum = ReduceMass{}(v.raw_sum);
+    v.best = warp_max_key(v.best);
+    return v;
+  }
+};
+
+/* The fixed-point mass of a group of scaled values s (e^s each; a masked
+ * token's s is NaN or -Inf, its mass 0). */
+__device__ __forceinline__ unsigned long long exp_fixed4(const float sc[4]) {
+  float w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) w[e] = fast_exp(sc[e]);
+  return fixed_mass(w);
+}
+
+/* A fixed-point mass as a double (exact but for the rounding of a total above 2^53 units). */
+__device__ __forceinline__ double mass_value(unsigned long long fx) {
+  return (double)fx * (1.0 / (double)kMassUnit);
+}
 
 /* A cluster barrier in two halves, without memory ordering: the start of a
  * launch (reduce_ready: every block runs), and its end after the small
@@ -501,32 +494,42 @@ __device__ __forceinline__ void fetch4(ingot_dtype dtype, const void *row, const
   }
 }
 
-/* A running maximum m over groups of 4 values (ascending) and the online
- * sum s = sum e^((x - m) / T), rescaled whenever m grows (-Inf - m4 gives a
- * scale of 0; -Inf and NaN masses are 0). */
-template <bool kFast>
-__device__ __forceinline__ void online_add(const float x[4], const Divisor &T, float &m,
-                                           double &s) {
-  const float m4 = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-  if (m4 > m) {
-    s *= (double)mass_of<kFast>(__fsub_rn(m, m4), T);
-    m = m4;
-  }
-  float w[4];
-#pragma unroll
-  for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], m), T);
-  s += sum4(w);
-}
-
-/* The raw distribution (token_raw_logprob) of this thread, online: rm, the
- * running maximum of its finite raw logits, and rs = sum e^((x - rm) / T). */
-template <bool kFast>
-__device__ __forceinline__ void raw_add(const float x[4], const Divisor &T, float &rm,
-                                        double &rs) {
-  float f[4];
+/* The finite values of a group (the raw distribution's: NaN and +-Inf count as -Inf). */
+__device__ __forceinline__ void finite4(const float x[4], float f[4]) {
 #pragma unroll
   for (int e = 0; e < 4; e++) f[e] = fabsf(x[e]) < INFINITY ? x[e] : -INFINITY;
-  online_add<kFast>(f, T, rm, rs);
+}
+
+/* The raw distribution's fixed-point mass of a group of raw logits, each
+ * finite or -Inf: e^((x - rm) / T), rm the row's finite maximum. A sum of
+ * terms that each depend only on their token, so the row's total does not
+ * depend on how the row is cut (the wide sampler's and the dense kernel's). */
+template <bool kFast>
+__device__ __forceinline__ unsigned long long raw_fixed4(const float x[4], float rm,
+                                                         const Divisor &T) {
+  float w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) w[e] = mass_of<kFast>(__fsub_rn(x[e], rm), T);
+  return fixed_mass(w);
+}
+
+/* The largest finite value of a group (-Inf: none). */
+__device__ __forceinline__ float finite_max4(const float x[4]) {
+  float f[4];
+  finite4(x, f);
+  return fmaxf(fmaxf(f[0], f[1]), fmaxf(f[2], f[3]));
+}
+
+/* The bitmask's 4 bits of tokens j .. j + 3 of the block (j a multiple of
+ * 4, words the block's words in shared memory; all set without a mask). */
+__device__ __forceinline__ uint32_t bits4(const uint32_t *swords, bool words, int j, int n) {
+  return words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu;
+}
+
+/* x with the bitmask applied: a token whose bit is clear is -Inf. */
+__device__ __forceinline__ void allow4(const float x[4], uint32_t bits, float xm[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; e++) xm[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
 }
 
 /* The thread's maximum bm over its masked groups (ascending) and the first
@@ -536,10 +539,15 @@ __device__ __forceinline__ void track4(const float x[4], int j, float &bm, int &
   if (m4 > bm) bm = m4, bj = j;
 }
 
-/* The first token of group bj of sv equal to bm (the thread's maximum). */
-__device__ __forceinline__ int first_token(const float *sv, int bj, float bm) {
+/* The first token of group bj of sv equal to bm (the thread's maximum)
+ * among those whose bit is set (`bits`: the group's 4; sv may hold the
+ * values of tokens the bitmask masks). */
+__device__ __forceinline__ int first_token(const float *sv, int bj, float bm,
+                                           uint32_t bits = 0xfu) {
   const float4 q = *reinterpret_cast<const float4 *>(sv + bj);
-  return bj + (q.x == bm ? 0 : q.y == bm ? 1 : q.z == bm ? 2 : 3);
+  const unsigned hit = ((q.x == bm ? 1u : 0u) | (q.y == bm ? 2u : 0u) | (q.z == bm ? 4u : 0u) |
+                        8u) & (bits | 8u);
+  return bj + __ffs(hit) - 1;
 }
 
 /* Masks tokens j .. j + 3 in place: a token stays iff its bit is set and
@@ -1065,7 +1073,8 @@ struct WidePart {
   int n;
 };
 
-__device__ __forceinline__ WidePart wide_part(const WideArgs &w) {
+template <class A> /* WideArgs or WideSampleArgs */
+__device__ __forceinline__ WidePart wide_part(const A &w) {
   WidePart p;
   p.r = blockIdx.x / w.nch;
   p.lo = (int64_t)(blockIdx.x % w.nch) * w.chunk;
@@ -1139,33 +1148,64 @@ __device__ __forceinline__ void decode4(uint4 r, float x[4]) {
   decode_halves<kDtype, 2>(w, x);
 }
 
-/* The chunk's values as the dense kernel's pass 1 leaves them (bitmask,
- * then the finite rule: mask4), -Inf past its end; returns whether a NaN or
- * +Inf was seen. */
-template <int kDtype, int kGroups, bool kL2>
-__device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
-                                          float x[kGroups][4]) {
+/* The chunk's raw values (-Inf past its end) and each group's 4 bitmask
+ * bits (all set without a mask). */
+template <int kDtype, int kGroups, bool kL2, class A>
+__device__ __forceinline__ void wide_fetch(const A &w, const WidePart &p, float x[kGroups][4],
+                                           uint32_t bits[kGroups]) {
   constexpr size_t esize = (ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2;
   const void *row =
       static_cast<const char *>(w.logits) + (size_t)(p.r * w.logits_stride + p.lo) * esize;
   const bool vec = (reinterpret_cast<uintptr_t>(row) & (esize == 4 ? 15u : 7u)) == 0;
   const uint32_t *words = w.allowed ? w.allowed + p.r * w.allowed_stride : nullptr;
   uint4 raw[kGroups];
-  uint32_t word[kGroups];
 #pragma unroll
   for (int g = 0; g < kGroups; g++) { /* every load first */
     const int j = wide_token(g);
     raw[g] = raw4<kDtype, kL2>(row, vec, j, p.n);
     /* a multiple of 4: its 4 bits lie in one word */
-    word[g] = words && j < p.n ? wide_ld<kL2>(words + ((p.lo + j) >> 5)) : 0xffffffffu;
+    bits[g] = words && j < p.n ? wide_ld<kL2>(words + ((p.lo + j) >> 5)) : 0xffffffffu;
   }
-  bool nan = false;
 #pragma unroll
   for (int g = 0; g < kGroups; g++) {
     decode4<kDtype>(raw[g], x[g]);
-    mask4(x[g], word[g] >> ((p.lo + wide_token(g)) & 31), nan);
+    bits[g] >>= (p.lo + wide_token(g)) & 31;
   }
+}
+
+/* The chunk's values as the dense kernel's pass 1 leaves them (bitmask,
+ * then the finite rule: mask4), -Inf past its end; returns whether a NaN or
+ * +Inf was seen. */
+template <int kDtype, int kGroups, bool kL2>
+__device__ __forceinline__ bool wide_load(const WideArgs &w, const WidePart &p,
+                                          float x[kGroups][4]) {
+  uint32_t bits[kGroups];
+  wide_fetch<kDtype, kGroups, kL2>(w, p, x, bits);
+  bool nan = false;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) mask4(x[g], bits[g], nan);
   return nan;
+}
+
+/* The argmax key of a thread's masked groups: its maximum and first group
+ * holding it (track4), then its first token there (first_token), the
+ * lowest id among equals; 0 when nothing is allowed. */
+template <int kGroups>
+__device__ __forceinline__ unsigned long long wide_thread_best(const float x[kGroups][4],
+                                                               const WidePart &p) {
+  float bm = -INFINITY;
+  int bg = 0;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) {
+    const float m4 = fmaxf(fmaxf(x[g][0], x[g][1]), fmaxf(x[g][2], x[g][3]));
+    if (m4 > bm) bm = m4, bg = g;
+  }
+  if (!(bm > -INFINITY)) return 0ull;
+  int e = 0;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++)
+    if (g == bg) e = x[g][0] == bm ? 0 : x[g][1] == bm ? 1 : x[g][2] == bm ? 2 : 3;
+  return best_key(bm, (int32_t)(p.lo + wide_token(bg) + e));
 }
 
 /* The part's probabilities row: 4 values at token j (those below n). */
@@ -1224,8 +1264,8 @@ __device__ __forceinline__ ArgmaxStats wide_row_argmax(const WideArgs &w, int64_
  * wide_max's wait, so that the loads after the wait do not miss there: one
  * thread prefetches the chunk's start, whose address needs logits and
  * logits_stride (every thread at one address would crowd an L2 slice). */
-template <int kDtype>
-__device__ __forceinline__ void wide_touch(const WideArgs &w, const WidePart &p) {
+template <int kDtype, class A>
+__device__ __forceinline__ void wide_touch(const A &w, const WidePart &p) {
   constexpr size_t esize = (ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2;
   const void *start =
       static_cast<const char *>(w.logits) + (size_t)(p.r * w.logits_stride + p.lo) * esize;
@@ -1251,23 +1291,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_max(const WideArgs w) {
   wait_for_previous_grid();
   float x[kGroups][4];
   const bool nan = wide_load<kDtype, kGroups, false>(w, p, x);
-  /* the thread's maximum and its first group (track4), then its first token
-   * there (first_token): one key a thread, the lowest id among equals */
-  float bm = -INFINITY;
-  int bg = 0;
-#pragma unroll
-  for (int g = 0; g < kGroups; g++) {
-    const float m4 = fmaxf(fmaxf(x[g][0], x[g][1]), fmaxf(x[g][2], x[g][3]));
-    if (m4 > bm) bm = m4, bg = g;
-  }
-  unsigned long long best = 0;
-  if (bm > -INFINITY) {
-    int e = 0;
-#pragma unroll
-    for (int g = 0; g < kGroups; g++)
-      if (g == bg) e = x[g][0] == bm ? 0 : x[g][1] == bm ? 1 : x[g][2] == bm ? 2 : 3;
-    best = best_key(bm, (int32_t)(p.lo + wide_token(bg) + e));
-  }
+  const unsigned long long best = wide_thread_best<kGroups>(x, p);
   const ArgmaxStats s =
       wide_block_argmax(ArgmaxStats{best, nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u, 0u});
   if (threadIdx.x == 0) w.keys[blockIdx.x] = s.best, w.flags[blockIdx.x] = s.flags;
@@ -1357,6 +1381,208 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_write(const WideArgs w) 
     for (int e = 0; e < 4; e++) q[e] = p.lo + j + e == hot ? 1.0f : 0.0f;
     wide_store4(prow, pvec, j, p.n, q);
   }
+}
+
+/* ---- the wide sampler (small batches) ---------------------------------------------- */
+
+/* ingot_sample for one or two rows (B <= kWideMaxBatch, V >= kWideMinVocab)
+ * without filter tensors, bias / ban lists or top-n outputs: the masked
+ * step of a decode, cut as the wide softmax cuts its rows (wide_geometry)
+ * over the whole GPU instead of one cluster, with the dense kernel's bits:
+ * its masses are fixed-point sums of terms that depend only on their token,
+ * and its draw is the exact largest key, lowest id on ties, so neither
+ * depends on the cut. Two kernels chained by programmatic dependent launch:
+ *   1. wide_sample_max: the chunk's argmax key, finite raw maximum and
+ *      flags -> load[b]; the row's counter done[r] = 0;
+ *   2. wide_sample_draw: loads its chunk BEFORE its wait (as wide_mass),
+ *      then the row's argmax and raw maximum from load, L0 (the argmax
+ *      token's noise), the chunk's final and raw masses and its best draw
+ *      key -> draw[b]; the row's last block to finish (done[r]) adds up the
+ *      row's and writes the token, the status and the log-probabilities. */
+struct WideSampleArgs {
+  const void *logits;
+  int64_t logits_stride;
+  const uint32_t *allowed; /* NULL: every token allowed */
+  int64_t allowed_stride;
+  const float *temperature;        /* NULL: 1 */
+  const uint64_t *seed, *position; /* NULL: 0 */
+  int32_t *tokens;
+  uint32_t *row_status;                     /* NULL: not written */
+  float *token_logprob, *token_raw_logprob; /* NULL: not written */
+  LoadStats *load;                          /* workspace: [B * nch] each, */
+  DrawStats *draw;
+  unsigned *done; /* [B] */
+  int64_t vocab;
+  int chunk, nch; /* nch chunks a row, of chunk tokens (the last may be shorter) */
+};
+
+/* The block's LoadStats, on every thread (max, max and OR: any order). */
+__device__ __forceinline__ LoadStats wide_block_load(LoadStats v) {
+  __shared__ LoadStats part[kWideThreads / 32];
+  v = ReduceLoad{}(v);
+  __syncthreads(); /* part may still be read by an earlier call */
+  if (lane_id() == 0) part[warp_id()] = v;
+  __syncthreads();
+  v = part[0];
+#pragma unroll
+  for (int i = 1; i < kWideThreads / 32; i++) {
+    v.best = max(v.best, part[i].best);
+    v.raw_max = fmaxf(v.raw_max, part[i].raw_max);
+    v.flags |= part[i].flags;
+  }
+  return v;
+}
+
+/* The block's DrawStats, on every thread (exact sums and a maximum: any order). */
+__device__ __forceinline__ DrawStats wide_block_draw(DrawStats v) {
+  __shared__ DrawStats part[kWideThreads / 32];
+  v = ReduceDraw{}(v);
+  __syncthreads(); /* part may still be read by an earlier call */
+  if (lane_id() == 0) part[warp_id()] = v;
+  __syncthreads();
+  v = part[0];
+#pragma unroll
+  for (int i = 1; i < kWideThreads / 32; i++) {
+    v.mass += part[i].mass;
+    v.raw_sum += part[i].raw_sum;
+    v.best = max(v.best, part[i].best);
+  }
+  return v;
+}
+
+template <int kDtype, int kGroups>
+__global__ void __launch_bounds__(kWideThreads, 1) wide_sample_max(const WideSampleArgs w) {
+  const WidePart p = wide_part(w);
+  wide_touch<kDtype>(w, p);
+  wait_for_previous_grid();
+  float x[kGroups][4];
+  uint32_t bits[kGroups];
+  wide_fetch<kDtype, kGroups, false>(w, p, x, bits);
+  float rm = -INFINITY;
+  bool nan = false;
+#pragma unroll
+  for (int g = 0; g < kGroups; g++) {
+    rm = fmaxf(rm, finite_max4(x[g]));
+    mask4(x[g], bits[g], nan);
+  }
+  const LoadStats s = wide_block_load(LoadStats{wide_thread_best<kGroups>(x, p), rm, 0.0f,
+                                                nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u});
+  if (threadIdx.x == 0) {
+    w.load[blockIdx.x] = s;
+    if (p.lo == 0) w.done[p.r] = 0; /* wide_sample_draw counts after its wait */
+  }
+}
+
+template <int kDtype, int kGroups>
+__global__ void __launch_bounds__(kWideThreads, 1) wide_sample_draw(const WideSampleArgs w) {
+  const WidePart p = wide_part(w);
+  /* inputs, final since wide_sample_max passed its wait (see raw4) */
+  const float T = w.temperature ? __ldcg(w.temperature + p.r) : 1.0f;
+  const uint64_t seed = w.seed ? __ldcg(w.seed + p.r) : 0;
+  const uint64_t position = w.position ? __ldcg(w.position + p.r) : 0;
+  float x[kGroups][4];
+  uint32_t bits[kGroups];
+  wide_fetch<kDtype, kGroups, true>(w, p, x, bits);
+  wait_for_previous_grid();
+  LoadStats st{0ull, -INFINITY, 0.0f, 0u};
+  for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
+    const LoadStats e = w.load[p.r * w.nch + i];
+    st.best = max(st.best, e.best);
+    st.raw_max = fmaxf(st.raw_max, e.raw_max);
+    st.flags |= e.flags;
+  }
+  st = wide_block_load(st);
+  const bool bad = ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0;
+  const bool empty = st.best == 0, soft = !bad && !empty && T > 0.0f;
+  const float m = empty ? 0.0f : best_value(st.best);
+  const Divisor div_t = divisor_of(T > 0.0f ? T : 1.0f); /* the raw distribution's too */
+  const bool want_mass = soft && w.token_logprob;
+  const bool want_raw = !bad && w.token_raw_logprob && st.raw_max > -INFINITY;
+  /* without a bitmask the raw distribution of a soft row is the final one */
+  const bool raw_same = soft && !w.allowed;
+  const bool sum_final = want_mass || (want_raw && raw_same);
+  DrawStats d{0ull, 0ull, 0ull};
+  with_fast(div_t.fast, [&](auto fast) {
+    constexpr bool kFast = decltype(fast)::value;
+    const float l0 =
+        soft ? ingot_sampling_ref_gumbel(seed, position, (uint32_t)best_id(st.best)) : 0.0f;
+    const float cut = __fsub_rn(__fsub_rn(l0, kGumbelMax), kApproxSlack);
+    float best_k = -INFINITY;
+    int32_t best_tok = INT_MAX;
+#pragma unroll
+    for (int g = 0; g < kGroups; g++) {
+      float f[4];
+      finite4(x[g], f);
+      if (want_raw && !raw_same) d.raw_sum += raw_fixed4<kFast>(f, st.raw_max, div_t);
+      if (!soft) continue;
+      allow4(f, bits[g], f);
+      float sc[4];
+      scale4<kFast>(f, m, div_t, sc);
+      if (sum_final) d.mass += exp_fixed4(sc);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        if (!(sc[e] >= cut)) continue;
+        /* a candidate: its approximate key first, the exact one only near the best */
+        const int32_t id = (int32_t)(p.lo + wide_token(g) + e);
+        const float u = ingot_sampling_ref_uniform(seed, position, (uint32_t)id);
+        const float approx = __fadd_rn(sc[e], gumbel_approx(u));
+        if (approx < __fsub_rn(fmaxf(l0, best_k), kApproxSlack)) continue;
+        const float key =
+            __fadd_rn(div_exact(__fsub_rn(f[e], m), div_t), ingot_sampling_ref_gumbel_of(u));
+        if (key > best_k || (key == best_k && id < best_tok)) best_k = key, best_tok = id;
+      }
+    }
+    if (best_k > -INFINITY) d.best = best_key(best_k, best_tok);
+  });
+  if (raw_same && want_raw) d.raw_sum = d.mass;
+  d = wide_block_draw(d);
+  /* the row's last block to get here finishes it */
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    w.draw[blockIdx.x] = d;
+    __threadfence();
+    last = atomicAdd(w.done + p.r, 1u) == (unsigned)w.nch - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  DrawStats fin{0ull, 0ull, 0ull};
+  for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
+    const DrawStats *e = w.draw + p.r * w.nch + i;
+    fin.mass += __ldcg(&e->mass);
+    fin.raw_sum += __ldcg(&e->raw_sum);
+    fin.best = max(fin.best, __ldcg(&e->best));
+  }
+  fin = wide_block_draw(fin);
+  if (threadIdx.x != 0) return;
+  const int64_t r = p.r;
+  if (bad) {
+    if (w.row_status) w.row_status[r] = INGOT_SAMPLING_ROW_BAD_PARAMETER;
+    w.tokens[r] = -1;
+    if (w.token_logprob) w.token_logprob[r] = -INFINITY;
+    if (w.token_raw_logprob) w.token_raw_logprob[r] = -INFINITY;
+    return;
+  }
+  const int32_t token = soft ? best_id(fin.best) : empty ? -1 : best_id(st.best);
+  if (w.row_status) w.row_status[r] = st.flags | (empty ? INGOT_SAMPLING_ROW_EMPTY : 0u);
+  w.tokens[r] = token;
+  if (token < 0) {
+    if (w.token_logprob) w.token_logprob[r] = -INFINITY;
+    if (w.token_raw_logprob) w.token_raw_logprob[r] = -INFINITY;
+    return;
+  }
+  /* the drawn token is allowed: its logit is finite (the dense kernel's sv value) */
+  const float xt = ingot_sampling_load(
+      static_cast<const char *>(w.logits) +
+          (size_t)(r * w.logits_stride) * ((ingot_dtype)kDtype == INGOT_DTYPE_F32 ? 4 : 2),
+      (ingot_dtype)kDtype, token);
+  if (w.token_logprob)
+    w.token_logprob[r] =
+        soft ? (float)((double)div_exact(__fsub_rn(xt, m), div_t) - log(mass_value(fin.mass)))
+             : 0.0f;
+  if (w.token_raw_logprob)
+    w.token_raw_logprob[r] = (float)((double)div_exact(__fsub_rn(xt, st.raw_max), div_t) -
+                                     log(mass_value(fin.raw_sum)));
 }
 
 /* ---- the 16-bit softmax (batches) ------------------------------------------------ */
@@ -1684,18 +1910,25 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   __syncthreads();
   const bool lists = in.num_bias > 0 || in.num_banned > 0;
   uint32_t flags = 0;
-  float rm = -INFINITY;
-  double rs = 0.0;
+  float rm = -INFINITY; /* the thread's finite raw maximum */
   float bm = -INFINITY;
   int bj = 0;
   bool nan = false;
-  /* f32 logits with no mask at all stay in sv as loaded (finite, or the
-   * thread masks its groups again below); otherwise pass 1 writes back the
-   * masked values, which the later passes read */
-  const bool in_place = !f32 || words || lists;
+  /* What pass 1 leaves in sv: the masked values (bitmask and finite rule),
+   * or, where the raw distribution is wanted, the values before the
+   * bitmask (finite rule, bias and bans), from which pass 2 sums it before
+   * it writes the masked values back. f32 logits without lists stay as
+   * loaded where nothing is masked in place (finite, or the thread masks
+   * its groups again below). */
+  const bool hold_raw = kSampling && want_raw;
+  const bool in_place = !f32 || lists || (words && !hold_raw);
+  /* a list entry changed a token of this block (block-uniform): pass 2
+   * reads the raw logits again for the raw distribution */
+  bool listed = false;
   bool redo = false;
-  with_fast(raw_t.fast, [&](auto fast) {
-    constexpr bool kFast = decltype(fast)::value;
+  /* (under with_fast, as when pass 1 summed the raw distribution: without
+   * it the softmax at B = 64 measured 5% slower, not understood) */
+  with_fast(raw_t.fast, [&](auto) {
     if (lists) {
       /* the lists touch any token: the raw logits as fp32 first (16-bit
        * ones in rounds of the warp: see stage16) */
@@ -1706,30 +1939,34 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         if (j < wend) fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
         if (!f32) __syncwarp();
         if (j >= wend) continue;
-        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
+        rm = fmaxf(rm, finite_max4(x));
         *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
       }
       __syncthreads();
-      flags = apply_lists(in, r, lo, n, sv);
-      __syncthreads();
+      bool changed = false;
+      flags = apply_lists(in, r, lo, n, sv, kSampling ? &changed : nullptr);
+      if (kSampling)
+        listed = __syncthreads_or(changed) != 0;
+      else
+        __syncthreads();
     }
     int j = wlo + 4 * lane;
     if (!lists) {
       /* the groups of the shared-memory copy: the lean loop. `seen`, the
        * NaN-propagating maximum of the raw values, is not below +Inf iff a
        * NaN or +Inf was among them; then the thread's groups are masked
-       * again by the exact rule (rare) */
+       * again by the exact rule (rare); otherwise it is the thread's
+       * finite raw maximum */
       const int jend = min(wend, jfull);
       float seen = -INFINITY;
       const auto group = [&](float x[4]) { /* all but the store */
-        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
         seen = max_nan(seen, max_nan(max_nan(x[0], x[1]), max_nan(x[2], x[3])));
-        if (words) {
-          const uint32_t bits = swords[j >> 5] >> (j & 31);
+        float xm[4] = {x[0], x[1], x[2], x[3]};
+        if (words) allow4(x, swords[j >> 5] >> (j & 31), xm); /* j < n here */
+        track4(xm, j, bm, bj);
+        if (!hold_raw)
 #pragma unroll
-          for (int e = 0; e < 4; e++) x[e] = (bits >> e) & 1u ? x[e] : -INFINITY;
-        }
-        track4(x, j, bm, bj);
+          for (int e = 0; e < 4; e++) x[e] = xm[e];
       };
       if (f32) {
         for (; j < jend; j += 128) {
@@ -1751,6 +1988,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         }
       }
       redo = !(seen < INFINITY);
+      rm = seen;
     }
     for (; j < wend; j += 128) { /* the lists' rows, unaligned rows, the row's end */
       float x[4];
@@ -1759,27 +1997,43 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
       } else {
         fetch4(dtype, row, sv, stage16, j < jfull, j, n, x);
-        if (want_raw) raw_add<kFast>(x, raw_t, rm, rs);
+        if (kSampling) rm = fmaxf(rm, finite_max4(x));
       }
-      mask4(x, words && j < n ? swords[j >> 5] >> (j & 31) : 0xfu, nan);
-      track4(x, j, bm, bj);
+      const uint32_t bits = bits4(swords, words, j, n);
+      mask4(x, hold_raw ? 0xfu : bits, nan);
+      if (hold_raw) {
+        float xm[4];
+        allow4(x, bits, xm);
+        track4(xm, j, bm, bj);
+      } else {
+        track4(x, j, bm, bj);
+      }
       *reinterpret_cast<float4 *>(sv + j) = make_float4(x[0], x[1], x[2], x[3]);
     }
   });
-  if (redo) { /* sv holds the values, allowed or -Inf: only the finite ones stay */
+  if (redo) { /* sv holds the values (the softmax's allowed or -Inf): only the finite ones stay */
     nan = true;
-    bm = -INFINITY;
+    bm = rm = -INFINITY;
     for (int j = wlo + 4 * lane; j < wend; j += 128) {
       float4 *q = reinterpret_cast<float4 *>(sv + j);
       float x[4] = {q->x, q->y, q->z, q->w};
       mask4(x, 0xfu, nan);
-      track4(x, j, bm, bj);
+      if (hold_raw) {
+        rm = fmaxf(rm, fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])));
+        float xm[4];
+        allow4(x, bits4(swords, words, j, n), xm);
+        track4(xm, j, bm, bj);
+      } else {
+        track4(x, j, bm, bj);
+      }
       *q = make_float4(x[0], x[1], x[2], x[3]);
     }
   }
   if (nan) flags |= INGOT_SAMPLING_ROW_NAN;
-  /* sv holds the masked values (this thread wrote or re-masked its groups) */
-  const int bi = bm > -INFINITY ? first_token(sv, bj, bm) : 0;
+  /* sv holds this thread's values (it wrote or re-masked its groups) */
+  const int bi =
+      bm > -INFINITY ? first_token(sv, bj, bm, hold_raw ? bits4(swords, words, bj, n) : 0xfu)
+                     : 0;
   LoadStats mine;
   mine.best = bm > -INFINITY ? best_key(bm, (int32_t)(lo + bi)) : 0ull;
   mine.raw_max = rm;
@@ -1815,14 +2069,53 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   const int32_t argmax = empty ? -1 : best_id(st.best);
 
   /* ---- 2. the draw and the mass ---- */
-  /* sv holds the masked logits; s_i = (l_i - m) / T is computed where it is
-   * used: by `scaled` for masses and the draw's filters, by div_exact (the
-   * CPU's bits) for the draw keys and the drawn token */
+  /* s_i = (l_i - m) / T is computed where it is used: by `scaled` for
+   * masses and the draw's filters, by div_exact (the CPU's bits) for the
+   * draw keys and the drawn token. Masses are fixed-point sums of terms
+   * that each depend only on their token, so a row's are the same however
+   * it is cut. Where the raw distribution is wanted, sv holds the values
+   * before the bitmask (pass 1): `prep` sums it from them and writes the
+   * masked values back, which the later steps read. */
   const bool soft = !empty && T > 0.0f;
+  unsigned long long mass_fx = 0, raw_fx = 0;
   double mass = 0.0, raw_sum = 0.0;
   int32_t token = argmax; /* greedy, or -1 */
   const Divisor &div_t = raw_t; /* only soft rows divide: T > 0 */
   unsigned long long best = 0ull;
+  /* without a bitmask or lists the raw distribution is the final one (the
+   * same values and maximum), whose mass the draw loop sums anyway */
+  const bool raw_same = soft && !small && !words && !lists;
+  const bool raw_terms = want_raw && st.raw_max > -INFINITY && !raw_same;
+  /* f32 rows of kDenseSample sum it and apply the bitmask in the draw
+   * loop instead (B = 64 LLM-like: 71.5 -> 70.6 us); the 16-bit kernels
+   * spilled there (bf16: 73.8 us) */
+  const bool fused = kMode == kDenseSample && f32 && soft;
+  const bool loop_raw = fused && raw_terms && !listed;
+  const bool loop_words = fused && hold_raw && words;
+  const bool write_masked = hold_raw && words && !fused;
+  if ((raw_terms && !loop_raw) || write_masked) { /* prep */
+    with_fast(raw_t.fast, [&](auto fast) {
+      constexpr bool kFast = decltype(fast)::value;
+      for (int j = wlo + 4 * lane; j < wend; j += 128) {
+        float4 *q = reinterpret_cast<float4 *>(sv + j);
+        float x[4] = {q->x, q->y, q->z, q->w};
+        if (raw_terms) {
+          /* the raw logits: sv's, or read again where a list entry changed
+           * one of the block's tokens (block-uniform) */
+          float xr[4] = {x[0], x[1], x[2], x[3]};
+          if (listed) {
+            load4(row, dtype, vec, j, n, xr);
+            finite4(xr, xr);
+          }
+          raw_fx += raw_fixed4<kFast>(xr, st.raw_max, raw_t);
+        }
+        if (write_masked) {
+          allow4(x, bits4(swords, words, j, n), x);
+          *q = make_float4(x[0], x[1], x[2], x[3]);
+        }
+      }
+    });
+  }
   if (kMode != kDenseSample && soft && small && !kNucleus) {
     small_k_draw(sv, reinterpret_cast<unsigned long long *>(scratch), small_sh, lo, wlo, wend, m,
                  div_t, top_k, top_p, min_p, seed, position, 0.0, bm, bi);
@@ -1834,7 +2127,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
         const float x[4] = {q.x, q.y, q.z, q.w};
         float sc[4];
         scale4<kFast>(x, m, div_t, sc);
-        mass += exp_sum4(sc);
+        mass_fx += exp_fixed4(sc);
       }
     });
   } else if (soft && !small) {
@@ -1851,9 +2144,12 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
      * id and all) at every access of the loop below */
     uint32_t sv_s = smem_u32(sv);
     uint32_t wcand_s = smem_u32(wcand);
-    asm("" : "+r"(sv_s), "+r"(wcand_s));
+    uint32_t swords_s = smem_u32(swords);
+    asm("" : "+r"(sv_s), "+r"(wcand_s), "+r"(swords_s));
     float best_k = -INFINITY;
     int32_t best_tok = INT_MAX;
+    /* the final mass, and the raw one where they are the same */
+    const bool sum_final = want_mass || (want_raw && raw_same);
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
       /* one candidate: its approximate key first, the exact one only near the best */
@@ -1884,11 +2180,20 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
                          : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
                          : "r"(sv_s + 4u * (uint32_t)j)
                          : "memory");
+            if (loop_raw) raw_fx += raw_fixed4<kFast>(x, st.raw_max, raw_t);
+            if (loop_words) { /* past n: -Inf either way (the words cover the chunk) */
+              uint32_t word;
+              asm volatile("ld.shared.u32 %0, [%1];"
+                           : "=r"(word)
+                           : "r"(swords_s + 4u * (uint32_t)(j >> 5))
+                           : "memory");
+              allow4(x, word >> (j & 31), x);
+            }
             float sc[4];
             scale4<kFast>(x, m, div_t, sc);
 #pragma unroll
             for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
-            if (want_mass) mass += exp_sum4(sc);
+            if (sum_final) mass_fx += exp_fixed4(sc);
           }
           /* compaction: this thread's count (0-4) by its three bits, one ballot
            * each; nothing to do where the warp has no candidate (most groups of
@@ -1941,6 +2246,7 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
       }
     });
     if (best_k > -INFINITY) best = best_key(best_k, best_tok);
+    if (want_raw && raw_same) raw_fx = mass_fx;
   }
   /* The second reduction: the draw's best key, the final mass (a nucleus
    * row's is top-p's total), the raw sum. */
@@ -1955,16 +2261,15 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   bool handed_off = false; /* row-uniform */
   if (second) {
     DrawStats d;
-    d.mass = mass;
-    /* this thread's raw sum, relative to the row's raw maximum */
-    d.raw_sum = want_raw ? rs * (double)mass_of<false>(__fsub_rn(rm, st.raw_max), raw_t) : 0.0;
+    d.mass = mass_fx;
+    d.raw_sum = raw_fx;
     d.best = best;
-    const DrawStats identity2 = {0.0, 0.0, 0ull};
+    const DrawStats identity2 = {0ull, 0ull, 0ull};
     const DrawStats fin =
         cluster_reduce(d, identity2, ReduceDraw{}, reinterpret_cast<DrawStats *>(space.b),
                        reinterpret_cast<DrawStats *>(space.a), &space.bar[1]);
-    mass = fin.mass;
-    raw_sum = fin.raw_sum;
+    mass = mass_value(fin.mass);
+    raw_sum = mass_value(fin.raw_sum);
     /* K's mass is at most small_k (every w <= 1): past that, top-p cannot
      * be reached in K, and without min-p nothing else cuts F there */
     handed_off = soft && nucleus && min_p == 0.0f && (double)top_p * mass > (double)a.small_k;
@@ -2420,6 +2725,103 @@ ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   for (int i = 0; i < 3; i++) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
+    INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, k[i], w));
+  }
+  return ingot_cuda_check_launch(ctx, op);
+}
+
+/* ---- the wide sampler: host side ---------------------------------------------------- */
+
+namespace {
+
+/* Its workspace for B rows of nch chunks: a LoadStats and a DrawStats a
+ * chunk, a counter a row (the same for every batch: sized for the largest). */
+size_t ws_bytes(int64_t blocks) {
+  return (size_t)blocks * (sizeof(LoadStats) + sizeof(DrawStats)) + kWideMaxBatch * 4;
+}
+
+typedef void (*WideSampleKernel)(const WideSampleArgs);
+
+template <int kDtype>
+void wide_sample_kernels(int groups, WideSampleKernel k[2]) {
+#define INGOT_WIDE_SAMPLE_CASE(G)                                                   \
+  case G:                                                                           \
+    k[0] = wide_sample_max<kDtype, G>, k[1] = wide_sample_draw<kDtype, G>;          \
+    return;
+  switch (groups) {
+    INGOT_WIDE_SAMPLE_CASE(1)
+    INGOT_WIDE_SAMPLE_CASE(2)
+    INGOT_WIDE_SAMPLE_CASE(3)
+    INGOT_WIDE_SAMPLE_CASE(4)
+    INGOT_WIDE_SAMPLE_CASE(5)
+    INGOT_WIDE_SAMPLE_CASE(6)
+    INGOT_WIDE_SAMPLE_CASE(7)
+    default:
+      INGOT_WIDE_SAMPLE_CASE(8)
+  }
+#undef INGOT_WIDE_SAMPLE_CASE
+}
+
+}  // namespace
+
+size_t ingot_cuda_sample_wide_workspace(const struct ingot_context *ctx, int64_t vocab,
+                                        int64_t num_top) {
+  if (!ctx->sampling_pdl || vocab < kWideMinVocab || num_top > 0 ||
+      ctx->sampling_dense_cluster < 1)
+    return 0;
+  int64_t most = 0;
+  for (int64_t b = 1; b <= kWideMaxBatch; b++) {
+    int nch, chunk;
+    wide_geometry(ctx, b, vocab, &nch, &chunk);
+    most = std::max(most, b * nch);
+  }
+  return (ws_bytes(most) + 255) / 256 * 256;
+}
+
+int ingot_cuda_sample_wide_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
+                                const ingot_sampling_output *out) {
+  return ctx->sampling_pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
+         out->num_top == 0 && !in->top_k && !in->top_p && !in->min_p && in->num_bias == 0 &&
+         in->num_banned == 0 &&
+         /* larger batches of the same rows take the dense kernel: the same bits */
+         dense_fits(ctx, in, kDenseSample);
+}
+
+ingot_status ingot_cuda_sample_wide(struct ingot_context *ctx, const ingot_sampling_input *in,
+                                    const ingot_sampling_output *out, void *workspace,
+                                    struct CUstream_st *stream) {
+  static const char op[] = "ingot_sample";
+  WideSampleArgs w = {};
+  w.logits = in->logits;
+  w.logits_stride = in->logits_stride;
+  w.allowed = in->allowed;
+  w.allowed_stride = in->allowed_stride;
+  w.temperature = in->temperature;
+  w.seed = in->seed;
+  w.position = in->position;
+  w.tokens = out->tokens;
+  w.row_status = out->row_status;
+  w.token_logprob = out->token_logprob;
+  w.token_raw_logprob = out->token_raw_logprob;
+  w.vocab = in->vocab;
+  wide_geometry(ctx, in->batch, in->vocab, &w.nch, &w.chunk);
+  const int64_t blocks = in->batch * w.nch;
+  w.load = static_cast<LoadStats *>(workspace);
+  w.draw = reinterpret_cast<DrawStats *>(w.load + blocks);
+  w.done = reinterpret_cast<unsigned *>(w.draw + blocks);
+  WideSampleKernel k[2];
+  const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
+  switch (in->dtype) {
+    case INGOT_DTYPE_BF16: wide_sample_kernels<INGOT_DTYPE_BF16>(groups, k); break;
+    case INGOT_DTYPE_F16: wide_sample_kernels<INGOT_DTYPE_F16>(groups, k); break;
+    default: wide_sample_kernels<INGOT_DTYPE_F32>(groups, k);
+  }
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  for (int i = 0; i < 2; i++) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[2];
     cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
