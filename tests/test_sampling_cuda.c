@@ -98,9 +98,11 @@ typedef struct batch {
   int64_t nbanned, nbias;
   int64_t num_top;
   uint32_t flags;
-  int want_logprobs;
+  int want_logprobs; /* kWantFinal | kWantRaw: the drawn token's log-probabilities asked for */
   int no_filters; /* top_k / top_p / min_p tensors absent (the dense kernel) */
 } batch;
+
+enum { kWantFinal = 1, kWantRaw = 2, kWantBoth = 3 };
 
 typedef struct result {
   int32_t *tokens;
@@ -157,7 +159,7 @@ static void make_batch(batch *b, int64_t B, int64_t V, ingot_dtype dtype, int ki
   b->top_k = xcalloc(B * 4), b->seed = xcalloc(B * 8), b->position = xcalloc(B * 8);
   b->num_top = num_top;
   b->flags = test_rand() % 2 ? INGOT_SAMPLING_TOP_FINAL : 0;
-  b->want_logprobs = 1;
+  b->want_logprobs = kWantBoth;
   if (kind == 0 && test_rand() % 2) {
     b->allowed = xcalloc((size_t)(B * b->words) * 4);
   }
@@ -334,7 +336,8 @@ static ingot_status buffers_call(ingot_context_t c, const call_buffers *f, const
   if (f->bias_ids) prm.bias_ids = &tBi, prm.bias_values = &tBv;
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
   lps.flags = b->flags;
-  if (b->want_logprobs) lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  if (b->want_logprobs & kWantFinal) lps.token_logprob = &tLp;
+  if (b->want_logprobs & kWantRaw) lps.token_raw_logprob = &tRaw;
   if (n) lps.top_ids = &tIds, lps.top_logprobs = &tTlp;
   struct CUstream_st *s = f->dev ? (struct CUstream_st *)stream : NULL;
   return softmax ? ingot_sampling_softmax(c, &tl, &prm, &tProbs, &tSt, f->ws, f->need, s)
@@ -413,12 +416,12 @@ static void compare(const batch *b, const result *c, const result *g, tally *t, 
                    (double)b->temperature[r], b->top_k[r], (double)b->top_p[r], (double)b->min_p[r]);
       continue;
     }
-    if (b->want_logprobs) {
+    if (b->want_logprobs & kWantFinal)
       EXPECT(close_to(g->lp[r], c->lp[r], 2e-6), "%s row %lld: logprob %.9g vs CPU %.9g", what,
              (long long)r, (double)g->lp[r], (double)c->lp[r]);
+    if (b->want_logprobs & kWantRaw)
       EXPECT(close_to(g->raw_lp[r], c->raw_lp[r], 2e-6), "%s row %lld: raw logprob %.9g vs %.9g",
              what, (long long)r, (double)g->raw_lp[r], (double)c->raw_lp[r]);
-    }
     int final_top = (b->flags & INGOT_SAMPLING_TOP_FINAL) != 0;
     for (int64_t j = 0; j < b->num_top; j++) {
       int64_t at = r * b->num_top + j;
@@ -457,7 +460,8 @@ static int test_sample_vs_cpu(void) {
       make_batch(&b, shapes[s][0], shapes[s][1], dts[test_rand() % 3], (int)(test_rand() % 3),
                  num_top);
       if (b.no_filters && test_rand() % 4) b.num_top = num_top = 0;
-      b.want_logprobs = test_rand() % 3 != 0; /* a third: tokens only */
+      /* a third: tokens only; a sixth each: one log-probability */
+      b.want_logprobs = (int[]){0, 0, kWantFinal, kWantRaw, kWantBoth, kWantBoth}[test_rand() % 6];
       char what[96];
       snprintf(what, sizeof what, "sample B=%lld V=%lld dtype %d top %lld%s", (long long)b.B,
                (long long)b.V, (int)b.dtype, (long long)num_top,
@@ -627,29 +631,37 @@ static batch as_f32(const batch *b) {
   return w;
 }
 
-/* The threads a block of the one kernel a call of b launches (captured in a
- * graph, not run): 256 for the 16-bit softmax, 512 for the dense kernel. */
-static unsigned softmax_block_threads(const batch *b) {
+/* The kernels that one call of b launches (softmax: ingot_sampling_softmax,
+ * else ingot_sample), captured in a graph: their number, and the block size
+ * of the first in *threads. */
+static size_t captured_kernels(const batch *b, int softmax, unsigned *threads) {
+  *threads = 0;
   result o;
   alloc_result(&o, b);
   call_buffers f;
-  buffers_make(&f, gpu, b, 1, &o);
+  buffers_make(&f, gpu, b, softmax, &o);
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const ingot_status st = buffers_call(gpu, &f, b, 1);
+  const ingot_status st = buffers_call(gpu, &f, b, softmax);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   EXPECT_OK(gpu, st);
-  cudaGraphNode_t node;
-  size_t nodes = 1;
+  cudaGraphNode_t node[4];
+  size_t nodes = 0;
   struct cudaKernelNodeParams kp;
-  unsigned threads = 0;
-  if (cudaGraphGetNodes(graph, &node, &nodes) == cudaSuccess && nodes == 1 &&
-      cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess)
-    threads = kp.blockDim.x;
+  if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess && nodes >= 1 && nodes <= 4 &&
+      cudaGraphGetNodes(graph, node, &nodes) == cudaSuccess &&
+      cudaGraphKernelNodeGetParams(node[0], &kp) == cudaSuccess)
+    *threads = kp.blockDim.x;
   cudaGraphDestroy(graph);
   buffers_free(&f);
   free_result(&o);
-  return threads;
+  return nodes;
+}
+
+/* The block size of the one kernel a softmax call of b launches (0: not one). */
+static unsigned softmax_block_threads(const batch *b) {
+  unsigned threads = 0;
+  return captured_kernels(b, 1, &threads) == 1 ? threads : 0;
 }
 
 /* The 16-bit softmax (bf16 / f16 logits, no filter tensors, no lists, B > 2,
@@ -721,8 +733,10 @@ static int test_softmax_half(void) {
 }
 
 /* Row r of b made one of the rows that must take the wide path's special
- * branches (its logits and temperature; kind 1 needs a bitmask). */
+ * branches (its logits and temperature; kind 1 needs a bitmask; kind -1
+ * leaves the row as it is). */
 static void special_row(batch *b, int64_t r, int kind) {
+  if (kind < 0) return; /* the row as made */
   for (int64_t i = 0; i < b->V; i++) {
     float v = (float)(rand_normal() * 3.0);
     if (kind == 0 && test_rand() % 997 == 0) v = test_rand() % 2 ? NAN : INFINITY;
@@ -852,22 +866,74 @@ static int test_softmax_wide(void) {
   return 0;
 }
 
-/* The WIDE sampler (ingot_sample at B <= 2, 32768 <= V <= 262144, no filter
- * tensors, no lists, no top-n outputs: each row over many blocks, partials
- * in the workspace, three launches): its rows against the CPU's, and token,
- * status and both log-probabilities bit for bit against the same rows in a
- * batch of 8, which the dense kernel takes (mixed rows: NaN / +Inf, all
- * masked, greedy ties, empty, tiny and huge temperatures; a bad temperature
- * on one row; log-probabilities asked for or not; B = 3 and 4, the dense
- * kernel's again); V not a multiple of 4 and unaligned rows; all dtypes.
- * Then the launches and the workspace, as for the wide softmax. */
+/* Token, status and the log-probabilities b asks for of g's rows, bit for
+ * bit those of ref (the same rows, maybe in a larger batch). */
+static void same_draws(const batch *b, const result *g, const result *ref, const char *what) {
+  for (int64_t r = 0; r < b->B; r++)
+    EXPECT(g->tokens[r] == ref->tokens[r] && g->status[r] == ref->status[r] &&
+               (!(b->want_logprobs & kWantFinal) || memcmp(&g->lp[r], &ref->lp[r], 4) == 0) &&
+               (!(b->want_logprobs & kWantRaw) || memcmp(&g->raw_lp[r], &ref->raw_lp[r], 4) == 0),
+           "%s row %lld: token %d status %u lp %.9g raw %.9g; expected %d %u %.9g %.9g", what,
+           (long long)r, g->tokens[r], g->status[r], (double)g->lp[r], (double)g->raw_lp[r],
+           ref->tokens[r], ref->status[r], (double)ref->lp[r], (double)ref->raw_lp[r]);
+}
+
+/* b (no filter tensors, no lists, no top-n; all: its draws on the plain
+ * dense kernel) through the dense kernel's other forms, which must give the
+ * same bits: with filter tensors all off (the filter kernel beside the
+ * general one), with a top-1 output (the top-n kernel, whose raw sum runs
+ * in a pass of its own), and with a bias of 0 on a token of every row (lists:
+ * the raw logits read again in the blocks they touch). */
+static void dense_forms_agree(const batch *b, const result *all, const char *what) {
+  if (b->B > 8) abort(); /* ids and zero below */
+  for (int form = 0; form < 3; form++) {
+    batch v = *b;
+    int32_t ids[16];
+    float zero[8] = {0};
+    if (form == 0) v.no_filters = 0;
+    if (form == 1) v.num_top = 1;
+    if (form == 2) {
+      v.nbias = v.B;
+      v.bias_ids = ids, v.bias_values = zero;
+      for (int64_t r = 0; r < v.B; r++)
+        ids[2 * r] = (int32_t)r, ids[2 * r + 1] = (int32_t)((r * 7919 + 13) % v.V);
+    }
+    /* the general kernel (launched beside the filter kernel, and taking a
+     * top-n at V > 262144 where the top-n kernel does not fit) holds at
+     * most 400k tokens a row with the raw outputs on an H200 */
+    if (form < 2 && v.V > 262144) continue;
+    result g;
+    alloc_result(&g, &v);
+    EXPECT_OK(gpu, run_batch(gpu, &v, 0, &g));
+    char w[128];
+    snprintf(w, sizeof w, "%s, %s", what,
+             (const char *[]){"filter tensors off", "top-1", "bias 0"}[form]);
+    same_draws(&v, &g, all, w);
+    free_result(&g);
+  }
+}
+
+/* The WIDE sampler (ingot_sample at B <= 2, V >= 32768, no filter tensors,
+ * no lists, no top-n outputs: each row over many blocks, partials in the
+ * workspace, two launches, counted in a captured graph): its rows against
+ * the CPU's, and token, status and the log-probabilities asked for (both,
+ * one or none) bit for bit against the same rows in a batch of 8, which the
+ * dense kernel takes (mixed rows: NaN / +Inf, all masked, greedy ties,
+ * empty, tiny and huge temperatures, make_batch's rows; a bad temperature on
+ * one row; B = 3 and 4, the dense kernel's again); V not a multiple of 4,
+ * unaligned rows, more chunks than SMs; all dtypes. The batch of 8 also
+ * through the dense kernel's other forms (dense_forms_agree). Then the
+ * workspace, as for the wide softmax. */
 static int test_sample_wide(void) {
   /* 32771: 9 blocks a row of the dense kernel, a partial last group;
-   * 201088: the last block's last warps hold no token */
-  static const int64_t vocab[4] = {32771, 151936, 201088, 262144};
-  static const int kinds[4][2] = {{0, 1}, {2, 3}, {4, 1}, {5, 6}};
+   * 201088: the last block's last warps hold no token; 600000: more
+   * chunks a row than SMs at B = 2 (8192 tokens a block at most) */
+  static const int64_t vocab[5] = {32771, 151936, 201088, 262144, 600000};
+  /* rows 0 and 1 (the rows B <= 2 take wide): special_row's kinds, -1 a
+   * row as make_batch made it (or plain, unaligned) */
+  static const int kinds[5][2] = {{0, 1}, {-1, 2}, {4, -1}, {5, 6}, {-1, 3}};
   tally t = {0, 0, 0, 0};
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < 5; k++) {
     batch big;
     const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
                                               INGOT_DTYPE_F16}[(k + test_rand()) % 3];
@@ -894,10 +960,16 @@ static int test_sample_wide(void) {
      * (the CPU refuses the call; both kernels give token -1 and the flag) */
     for (int round = 0; round < 2; round++) {
       if (round) big.temperature[1] = -1.0f;
-      big.want_logprobs = round == 0 || test_rand() % 2;
+      big.want_logprobs = round == 0 ? kWantBoth : (int)(test_rand() % 4);
       result all;
       alloc_result(&all, &big);
       EXPECT_OK(gpu, run_batch(gpu, &big, 0, &all));
+      if (round == 0) { /* the dense kernel's other forms give the same bits */
+        char what[96];
+        snprintf(what, sizeof what, "dense forms V=%lld %s", (long long)big.V,
+                 ingot_dtype_name(dtype));
+        dense_forms_agree(&big, &all, what);
+      }
       for (int64_t B = 1 + round; B <= 4; B += 1 + round) {
         batch b = big;
         b.B = B;
@@ -907,6 +979,10 @@ static int test_sample_wide(void) {
         char what[96];
         snprintf(what, sizeof what, "wide sample V=%lld %s B=%lld", (long long)b.V,
                  ingot_dtype_name(dtype), (long long)B);
+        unsigned threads = 0;
+        const size_t kernels = captured_kernels(&b, 0, &threads);
+        EXPECT(B <= 2 ? kernels == 2 && threads == 256 : kernels == 1 && threads == 512,
+               "%s: %zu kernels of %u threads", what, kernels, threads);
         if (round) {
           EXPECT(g.status[1] == INGOT_SAMPLING_ROW_BAD_PARAMETER && g.tokens[1] == -1,
                  "%s row 1: status %u token %d", what, g.status[1], g.tokens[1]);
@@ -917,15 +993,7 @@ static int test_sample_wide(void) {
           compare(&b, &c, &g, &t, what);
           free_result(&c);
         }
-        for (int64_t r = 0; r < B; r++)
-          EXPECT(g.tokens[r] == all.tokens[r] && g.status[r] == all.status[r] &&
-                     (!b.want_logprobs || (memcmp(&g.lp[r], &all.lp[r], 4) == 0 &&
-                                           memcmp(&g.raw_lp[r], &all.raw_lp[r], 4) == 0)),
-                 "%s row %lld: token %d status %u lp %.9g raw %.9g; the dense kernel's %d %u "
-                 "%.9g %.9g",
-                 what, (long long)r, g.tokens[r], g.status[r], (double)g.lp[r],
-                 (double)g.raw_lp[r], all.tokens[r], all.status[r], (double)all.lp[r],
-                 (double)all.raw_lp[r]);
+        same_draws(&b, &g, &all, what);
         free_result(&g);
       }
       free_result(&all);
@@ -937,8 +1005,14 @@ static int test_sample_wide(void) {
   EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, 1, 151936, INGOT_DTYPE_F32, 0, &need1));
   EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, 64, 151936, INGOT_DTYPE_BF16, 0, &need64));
   EXPECT(need1 > 0 && need1 == need64, "workspace %zu at B = 1, %zu at B = 64", need1, need64);
+  size_t need0 = 1, need0_softmax = 1; /* B = 0: no call runs, nothing needed */
+  EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, 0, 151936, INGOT_DTYPE_F32, 0, &need0));
+  EXPECT_OK(gpu, ingot_sampling_softmax_workspace_size(gpu, 0, 151936, INGOT_DTYPE_F32,
+                                                       &need0_softmax));
+  EXPECT(need0 == 0 && need0_softmax == 0, "workspace at B = 0: %zu, softmax %zu", need0,
+         need0_softmax);
   const int64_t V = 151936;
-  /* three kernels at B = 1 and 2, the dense kernel alone at B = 3; a call
+  /* two kernels at B = 1 and 2, the dense kernel alone at B = 3; a call
    * one byte short is refused and writes nothing */
   for (int64_t B = 1; B <= 3; B++) {
     void *dl = dev_copy(NULL, (size_t)(B * V) * 4), *dt = dev_copy(NULL, (size_t)B * 4),
@@ -1744,7 +1818,7 @@ static void new_inputs(batch *b, int rep) {
  * nucleus rows dense, unless a nucleus row is handed off, the others
  * general). softmax: ingot_sampling_softmax instead of ingot_sample. B rows,
  * bias and ban lists of `lists` entries each (B = 2 without lists or filters:
- * the three launches of the wide softmax or the wide sampler). */
+ * the three launches of the wide softmax or the two of the wide sampler). */
 static int graph_replay(int64_t n, int filters, int softmax, int64_t B, int64_t lists) {
   const int64_t V = 151936;
   batch b;

@@ -923,8 +923,8 @@ typedef struct ingot_sampling_logprobs {
  * (0 when none); the same for every params and flags. Depends on the
  * context's backend and device; 0 for batch = 0. CPU: 12 * V + 8 * num_top
  * rounded up to 16 (a row's values and a sort buffer, reused row after
- * row). CUDA: a few KB for V >= 32768 and num_top = 0 where the library's
- * sm_90 code runs (6400 bytes at V = 151936 on an H200), else 0; whether
+ * row). CUDA: a few KB for batch >= 1, V >= 32768 and num_top = 0 where the
+ * library's sm_90 code runs (6400 bytes at V = 151936 on an H200), else 0; whether
  * or not the call takes the WIDE path (B, filter tensors, lists), and the
  * same for every batch, so a buffer sized for the largest batch serves
  * every smaller one: the wide sampler's partial results and a counter a
@@ -958,8 +958,8 @@ INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *log
 /* Bytes of workspace ingot_sampling_softmax needs for logits
  * [batch, vocab_size] of logits_dtype. CPU: 12 * V rounded up to 16 (0
  * would do without top-k / top-p, but the size cannot depend on params).
- * CUDA: a few KB for V >= 32768 where the library's sm_90 code runs (2816
- * bytes at V = 151936 on an H200), else 0; whether or not the call takes
+ * CUDA: a few KB for batch >= 1 and V >= 32768 where the library's sm_90
+ * code runs (2816 bytes at V = 151936 on an H200), else 0; whether or not the call takes
  * the wide path (B, filter tensors, lists), and the same for every batch, so a buffer
  * sized for the largest batch serves every smaller one: the partial
  * results of the WIDE softmax, which takes calls of B <= 2 rows without

@@ -914,16 +914,18 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
 ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
                                               int64_t vocab, ingot_dtype dtype, int64_t num_top,
                                               size_t *bytes) {
-  (void)batch, (void)dtype;
-  *bytes = ingot_cuda_sample_wide_workspace(ctx, vocab, num_top); /* the wide sampler's partials */
+  (void)dtype;
+  /* the wide sampler's partials (none for B = 0: no call runs) */
+  *bytes = batch > 0 ? ingot_cuda_sample_wide_workspace(ctx, vocab, num_top) : 0;
   return INGOT_STATUS_SUCCESS;
 }
 
 ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
                                                         int64_t vocab, ingot_dtype dtype,
                                                         size_t *bytes) {
-  (void)batch, (void)dtype;
-  *bytes = ingot_cuda_sampling_wide_workspace(ctx, vocab); /* the wide softmax's partials */
+  (void)dtype;
+  /* the wide softmax's partials (none for B = 0: no call runs) */
+  *bytes = batch > 0 ? ingot_cuda_sampling_wide_workspace(ctx, vocab) : 0;
   return INGOT_STATUS_SUCCESS;
 }
 

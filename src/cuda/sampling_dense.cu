@@ -227,7 +227,7 @@ struct ReduceArgmax {
 /* Masses in FIXED POINT (the softmax's; the sampler's final and raw
  * masses), units of 1 / kMassUnit = 2^-40: every
  * w = e^((x - max) / T) is <= 1, a group's fp32 sum of four <= 4, so a
- * row's total stays below 2^42 V <= 2^62 for V < 2^20. Integer sums are
+ * row's total stays below 2^40 V <= 2^60 for V <= 2^20. Integer sums are
  * exact, so the total is the same whatever the order of the partial sums;
  * the grid costs at most 2^-41 a group, under 2^-23 of the total (which is
  * >= 1: the maximum's own w is 1). */
@@ -2092,7 +2092,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
   const bool fused = kMode == kDenseSample && f32 && soft;
   const bool loop_raw = fused && raw_terms && !listed;
   const bool loop_words = fused && hold_raw && words;
-  const bool write_masked = hold_raw && words && !fused;
+  /* (only soft rows read masked values after this) */
+  const bool write_masked = hold_raw && words && soft && !fused;
   if ((raw_terms && !loop_raw) || write_masked) { /* prep */
     with_fast(raw_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
