@@ -749,6 +749,34 @@ static void special_row(batch *b, int64_t r, int kind) {
   b->temperature[r] = (float[]){0.8f, 1.0f, 0.0f, 1.0f, 3e-10f, 5e9f, 1e-3f}[kind];
 }
 
+/* The batch of 8 rows of V tokens that the wide-path tests compare with:
+ * make_batch's mixed rows without filters or lists, a random dtype; case k
+ * of a test: a bitmask for even k, unaligned plain rows for k = 1; rows 0
+ * and 1 then made special_row's kind[0] and kind[1]. */
+static void wide_batch(batch *big, int64_t V, int k, const int kind[2]) {
+  const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
+                                            INGOT_DTYPE_F16}[(k + test_rand()) % 3];
+  make_batch(big, 8, V, dtype, 0, 0);
+  set_no_filters(big);
+  big->nbanned = big->nbias = 0;
+  free(big->allowed);
+  big->allowed = NULL;
+  if (k % 2 == 0) {
+    big->allowed = xcalloc((size_t)(big->B * big->words) * 4);
+    for (int64_t w = 0; w < big->B * big->words; w++)
+      big->allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
+  }
+  if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
+    big->stride = big->V + 1;
+    free(big->logits);
+    big->logits = xcalloc((size_t)(big->B * big->stride) * elem(dtype));
+    for (int64_t r = 0; r < big->B; r++)
+      for (int64_t i = 0; i < big->V; i++) set_logit(big, r, i, (float)(rand_normal() * 3.0));
+  }
+  special_row(big, 0, kind[0]);
+  special_row(big, 1, kind[1]);
+}
+
 /* The WIDE softmax (B <= 2, V >= 32768, no filter tensors, no lists: each
  * row over many blocks, partials in the workspace, three launches): its
  * rows against the CPU's, and bit for bit against the same rows in a batch
@@ -765,27 +793,8 @@ static int test_softmax_wide(void) {
   static const int kinds[4][2] = {{0, 1}, {2, 3}, {4, 1}, {5, 6}};
   for (int k = 0; k < 4; k++) {
     batch big;
-    const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
-                                              INGOT_DTYPE_F16}[(k + test_rand()) % 3];
-    make_batch(&big, 8, vocab[k], dtype, 0, 0);
-    set_no_filters(&big);
-    big.nbanned = big.nbias = 0;
-    free(big.allowed);
-    big.allowed = NULL;
-    if (k % 2 == 0) {
-      big.allowed = xcalloc((size_t)(big.B * big.words) * 4);
-      for (int64_t w = 0; w < big.B * big.words; w++)
-        big.allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
-    }
-    if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
-      big.stride = big.V + 1;
-      free(big.logits);
-      big.logits = xcalloc((size_t)(big.B * big.stride) * elem(dtype));
-      for (int64_t r = 0; r < big.B; r++)
-        for (int64_t i = 0; i < big.V; i++) set_logit(&big, r, i, (float)(rand_normal() * 3.0));
-    }
-    special_row(&big, 0, kinds[k][0]);
-    special_row(&big, 1, kinds[k][1]);
+    wide_batch(&big, vocab[k], k, kinds[k]);
+    const ingot_dtype dtype = big.dtype;
     /* round 1: the CPU's check too; round 2: a bad temperature on row 1
      * (the CPU refuses the call; both kernels give zeros and the flag) */
     for (int round = 0; round < 2; round++) {
@@ -935,27 +944,8 @@ static int test_sample_wide(void) {
   tally t = {0, 0, 0, 0};
   for (int k = 0; k < 5; k++) {
     batch big;
-    const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
-                                              INGOT_DTYPE_F16}[(k + test_rand()) % 3];
-    make_batch(&big, 8, vocab[k], dtype, 0, 0);
-    set_no_filters(&big);
-    big.nbanned = big.nbias = 0;
-    free(big.allowed);
-    big.allowed = NULL;
-    if (k % 2 == 0) {
-      big.allowed = xcalloc((size_t)(big.B * big.words) * 4);
-      for (int64_t w = 0; w < big.B * big.words; w++)
-        big.allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
-    }
-    if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
-      big.stride = big.V + 1;
-      free(big.logits);
-      big.logits = xcalloc((size_t)(big.B * big.stride) * elem(dtype));
-      for (int64_t r = 0; r < big.B; r++)
-        for (int64_t i = 0; i < big.V; i++) set_logit(&big, r, i, (float)(rand_normal() * 3.0));
-    }
-    special_row(&big, 0, kinds[k][0]);
-    special_row(&big, 1, kinds[k][1]);
+    wide_batch(&big, vocab[k], k, kinds[k]);
+    const ingot_dtype dtype = big.dtype;
     /* round 1: against the CPU too; round 2: a bad temperature on row 1
      * (the CPU refuses the call; both kernels give token -1 and the flag) */
     for (int round = 0; round < 2; round++) {

@@ -63,6 +63,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 #include "common/sampling_ref.h"
 #include "cuda/common.cuh"
@@ -2653,26 +2654,45 @@ void wide_geometry(const struct ingot_context *ctx, int64_t batch, int64_t vocab
 /* The workspace: keys, masses (8 bytes each) and flags (4) for every block. */
 size_t wide_bytes(int64_t blocks) { return (size_t)blocks * 20; }
 
-typedef void (*WideKernel)(const WideArgs);
-
-template <int kDtype>
-void wide_kernels(int groups, WideKernel k[3]) {
-#define INGOT_WIDE_CASE(G)                                                               \
-  case G:                                                                                \
-    k[0] = wide_max<kDtype, G>, k[1] = wide_mass<kDtype, G>, k[2] = wide_write<kDtype, G>; \
-    return;
-  switch (groups) {
-    INGOT_WIDE_CASE(1)
-    INGOT_WIDE_CASE(2)
-    INGOT_WIDE_CASE(3)
-    INGOT_WIDE_CASE(4)
-    INGOT_WIDE_CASE(5)
-    INGOT_WIDE_CASE(6)
-    INGOT_WIDE_CASE(7)
-    default:
-      INGOT_WIDE_CASE(8)
+/* f(dtype, groups) with both as compile-time constants (std::integral_constant):
+ * the wide kernels' instantiations, 1 to kWideMaxGroups groups of 4 tokens a
+ * thread. */
+template <class F>
+void with_wide_shape(ingot_dtype dtype, int groups, F f) {
+  const auto by_groups = [&](auto d) {
+    switch (groups) {
+      case 1: f(d, std::integral_constant<int, 1>{}); return;
+      case 2: f(d, std::integral_constant<int, 2>{}); return;
+      case 3: f(d, std::integral_constant<int, 3>{}); return;
+      case 4: f(d, std::integral_constant<int, 4>{}); return;
+      case 5: f(d, std::integral_constant<int, 5>{}); return;
+      case 6: f(d, std::integral_constant<int, 6>{}); return;
+      case 7: f(d, std::integral_constant<int, 7>{}); return;
+      default: f(d, std::integral_constant<int, 8>{}); return;
+    }
+  };
+  static_assert(kWideMaxGroups == 8, "the cases above");
+  switch (dtype) {
+    case INGOT_DTYPE_BF16: by_groups(std::integral_constant<int, INGOT_DTYPE_BF16>{}); return;
+    case INGOT_DTYPE_F16: by_groups(std::integral_constant<int, INGOT_DTYPE_F16>{}); return;
+    default: by_groups(std::integral_constant<int, INGOT_DTYPE_F32>{});
   }
-#undef INGOT_WIDE_CASE
+}
+
+/* Launches the kN kernels of a wide path, `blocks` blocks of kWideThreads
+ * each, chained by programmatic dependent launch. */
+template <class A, int kN>
+ingot_status wide_launch(struct ingot_context *ctx, const char *op, void (*(&k)[kN])(A),
+                         int64_t blocks, const A &w, struct CUstream_st *stream) {
+  ingot_device_guard guard;
+  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
+  for (int i = 0; i < kN; i++) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
+    INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, k[i], w));
+  }
+  return ingot_cuda_check_launch(ctx, op);
 }
 
 }  // namespace
@@ -2716,22 +2736,14 @@ ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
   w.keys = static_cast<unsigned long long *>(workspace);
   w.mass = w.keys + blocks;
   w.flags = reinterpret_cast<uint32_t *>(w.mass + blocks);
-  WideKernel k[3];
   const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
-  switch (in->dtype) {
-    case INGOT_DTYPE_BF16: wide_kernels<INGOT_DTYPE_BF16>(groups, k); break;
-    case INGOT_DTYPE_F16: wide_kernels<INGOT_DTYPE_F16>(groups, k); break;
-    default: wide_kernels<INGOT_DTYPE_F32>(groups, k);
-  }
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
-  for (int i = 0; i < 3; i++) {
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2];
-    cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
-    INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, k[i], w));
-  }
-  return ingot_cuda_check_launch(ctx, op);
+  void (*k[3])(const WideArgs) = {};
+  with_wide_shape(in->dtype, groups, [&k](auto d, auto g) {
+    constexpr int kDtype = decltype(d)::value, kGroups = decltype(g)::value;
+    k[0] = wide_max<kDtype, kGroups>, k[1] = wide_mass<kDtype, kGroups>;
+    k[2] = wide_write<kDtype, kGroups>;
+  });
+  return wide_launch(ctx, op, k, blocks, w, stream);
 }
 
 /* ---- the wide sampler: host side ---------------------------------------------------- */
@@ -2742,28 +2754,6 @@ namespace {
  * chunk, a counter a row (the same for every batch: sized for the largest). */
 size_t ws_bytes(int64_t blocks) {
   return (size_t)blocks * (sizeof(LoadStats) + sizeof(DrawStats)) + kWideMaxBatch * 4;
-}
-
-typedef void (*WideSampleKernel)(const WideSampleArgs);
-
-template <int kDtype>
-void wide_sample_kernels(int groups, WideSampleKernel k[2]) {
-#define INGOT_WIDE_SAMPLE_CASE(G)                                                   \
-  case G:                                                                           \
-    k[0] = wide_sample_max<kDtype, G>, k[1] = wide_sample_draw<kDtype, G>;          \
-    return;
-  switch (groups) {
-    INGOT_WIDE_SAMPLE_CASE(1)
-    INGOT_WIDE_SAMPLE_CASE(2)
-    INGOT_WIDE_SAMPLE_CASE(3)
-    INGOT_WIDE_SAMPLE_CASE(4)
-    INGOT_WIDE_SAMPLE_CASE(5)
-    INGOT_WIDE_SAMPLE_CASE(6)
-    INGOT_WIDE_SAMPLE_CASE(7)
-    default:
-      INGOT_WIDE_SAMPLE_CASE(8)
-  }
-#undef INGOT_WIDE_SAMPLE_CASE
 }
 
 }  // namespace
@@ -2813,20 +2803,11 @@ ingot_status ingot_cuda_sample_wide(struct ingot_context *ctx, const ingot_sampl
   w.load = static_cast<LoadStats *>(workspace);
   w.draw = reinterpret_cast<DrawStats *>(w.load + blocks);
   w.done = reinterpret_cast<unsigned *>(w.draw + blocks);
-  WideSampleKernel k[2];
   const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
-  switch (in->dtype) {
-    case INGOT_DTYPE_BF16: wide_sample_kernels<INGOT_DTYPE_BF16>(groups, k); break;
-    case INGOT_DTYPE_F16: wide_sample_kernels<INGOT_DTYPE_F16>(groups, k); break;
-    default: wide_sample_kernels<INGOT_DTYPE_F32>(groups, k);
-  }
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
-  for (int i = 0; i < 2; i++) {
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2];
-    cluster_launch_config(&cfg, attr, (unsigned)blocks, kWideThreads, 0, stream, 0, true);
-    INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, k[i], w));
-  }
-  return ingot_cuda_check_launch(ctx, op);
+  void (*k[2])(const WideSampleArgs) = {};
+  with_wide_shape(in->dtype, groups, [&k](auto d, auto g) {
+    constexpr int kDtype = decltype(d)::value, kGroups = decltype(g)::value;
+    k[0] = wide_sample_max<kDtype, kGroups>, k[1] = wide_sample_draw<kDtype, kGroups>;
+  });
+  return wide_launch(ctx, op, k, blocks, w, stream);
 }
