@@ -7,8 +7,9 @@
  * outputs): the filters act on the top-k set only, which small_k_draw
  * finds exactly; and the top-n outputs (n <= kSmallK) of rows without a
  * filter, the same selection (small_k_select, after the second reduction,
- * over the masked values or the logits read again; instantiated as a kernel of its own, kDenseSampleTop; the host's
- * routing is in ingot_cuda_sampling_dense_mode). And NUCLEUS rows (top-p
+ * over the masked values or the logits read again; instantiated as a
+ * kernel of its own, kDenseSampleTop; the host's routing is in
+ * ingot_cuda_sampling_dense_mode). And NUCLEUS rows (top-p
  * and / or min-p without a top-k): the same draw over the row's top-small_k
  * set K, with top-p's total the row's mass (the second reduction), when the
  * final set lies in K; otherwise the row is handed to the general kernel
@@ -1927,8 +1928,8 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
    * reads the raw logits again for the raw distribution */
   bool listed = false;
   bool redo = false;
-  /* (under with_fast, as when pass 1 summed the raw distribution: without
-   * it the softmax at B = 64 measured 5% slower, not understood) */
+  /* (under with_fast, as when pass 1 summed the raw distribution: the code
+   * the softmax was measured with, 49.9 us at B = 64 in session 24 as before) */
   with_fast(raw_t.fast, [&](auto) {
     if (lists) {
       /* the lists touch any token: the raw logits as fp32 first (16-bit
@@ -2654,11 +2655,24 @@ void wide_geometry(const struct ingot_context *ctx, int64_t batch, int64_t vocab
 /* The workspace: keys, masses (8 bytes each) and flags (4) for every block. */
 size_t wide_bytes(int64_t blocks) { return (size_t)blocks * 20; }
 
+/* The most blocks a wide call of V tokens a row runs, over its batches
+ * (B <= kWideMaxBatch): a workspace sized for them serves every batch. */
+int64_t wide_most_blocks(const struct ingot_context *ctx, int64_t vocab) {
+  int64_t most = 0;
+  for (int64_t b = 1; b <= kWideMaxBatch; b++) {
+    int nch, chunk;
+    wide_geometry(ctx, b, vocab, &nch, &chunk);
+    most = std::max(most, b * nch);
+  }
+  return most;
+}
+
 /* f(dtype, groups) with both as compile-time constants (std::integral_constant):
- * the wide kernels' instantiations, 1 to kWideMaxGroups groups of 4 tokens a
- * thread. */
+ * the wide kernels' instantiations for chunks of `chunk` tokens, 1 to
+ * kWideMaxGroups groups of 4 tokens a thread. */
 template <class F>
-void with_wide_shape(ingot_dtype dtype, int groups, F f) {
+void with_wide_shape(ingot_dtype dtype, int chunk, F f) {
+  const int groups = (chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
   const auto by_groups = [&](auto d) {
     switch (groups) {
       case 1: f(d, std::integral_constant<int, 1>{}); return;
@@ -2699,13 +2713,7 @@ ingot_status wide_launch(struct ingot_context *ctx, const char *op, void (*(&k)[
 
 size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64_t vocab) {
   if (!ctx->sampling_pdl || vocab < kWideMinVocab) return 0;
-  int64_t most = 0; /* the same for every batch: a buffer sized for one batch serves smaller ones */
-  for (int64_t b = 1; b <= kWideMaxBatch; b++) {
-    int nch, chunk;
-    wide_geometry(ctx, b, vocab, &nch, &chunk);
-    most = std::max(most, b * nch);
-  }
-  return (wide_bytes(most) + 255) / 256 * 256;
+  return (wide_bytes(wide_most_blocks(ctx, vocab)) + 255) / 256 * 256;
 }
 
 int ingot_cuda_sampling_softmax_wide_fits(const struct ingot_context *ctx,
@@ -2736,9 +2744,8 @@ ingot_status ingot_cuda_sampling_softmax_wide(struct ingot_context *ctx,
   w.keys = static_cast<unsigned long long *>(workspace);
   w.mass = w.keys + blocks;
   w.flags = reinterpret_cast<uint32_t *>(w.mass + blocks);
-  const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
   void (*k[3])(const WideArgs) = {};
-  with_wide_shape(in->dtype, groups, [&k](auto d, auto g) {
+  with_wide_shape(in->dtype, w.chunk, [&k](auto d, auto g) {
     constexpr int kDtype = decltype(d)::value, kGroups = decltype(g)::value;
     k[0] = wide_max<kDtype, kGroups>, k[1] = wide_mass<kDtype, kGroups>;
     k[2] = wide_write<kDtype, kGroups>;
@@ -2763,13 +2770,7 @@ size_t ingot_cuda_sample_wide_workspace(const struct ingot_context *ctx, int64_t
   if (!ctx->sampling_pdl || vocab < kWideMinVocab || num_top > 0 ||
       ctx->sampling_dense_cluster < 1)
     return 0;
-  int64_t most = 0;
-  for (int64_t b = 1; b <= kWideMaxBatch; b++) {
-    int nch, chunk;
-    wide_geometry(ctx, b, vocab, &nch, &chunk);
-    most = std::max(most, b * nch);
-  }
-  return (ws_bytes(most) + 255) / 256 * 256;
+  return (ws_bytes(wide_most_blocks(ctx, vocab)) + 255) / 256 * 256;
 }
 
 int ingot_cuda_sample_wide_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
@@ -2803,9 +2804,8 @@ ingot_status ingot_cuda_sample_wide(struct ingot_context *ctx, const ingot_sampl
   w.load = static_cast<LoadStats *>(workspace);
   w.draw = reinterpret_cast<DrawStats *>(w.load + blocks);
   w.done = reinterpret_cast<unsigned *>(w.draw + blocks);
-  const int groups = (w.chunk + 4 * kWideThreads - 1) / (4 * kWideThreads);
   void (*k[2])(const WideSampleArgs) = {};
-  with_wide_shape(in->dtype, groups, [&k](auto d, auto g) {
+  with_wide_shape(in->dtype, w.chunk, [&k](auto d, auto g) {
     constexpr int kDtype = decltype(d)::value, kGroups = decltype(g)::value;
     k[0] = wide_sample_max<kDtype, kGroups>, k[1] = wide_sample_draw<kDtype, kGroups>;
   });
