@@ -209,6 +209,13 @@ struct ReduceLoad {
     v.flags = __reduce_or_sync(0xffffffffu, v.flags);
     return v;
   }
+  /* two results (l0 is a's) */
+  __device__ static __forceinline__ LoadStats combine(LoadStats a, const LoadStats &b) {
+    a.best = max(a.best, b.best);
+    a.raw_max = fmaxf(a.raw_max, b.raw_max);
+    a.flags |= b.flags;
+    return a;
+  }
 };
 
 /* The softmax's first reduction: LoadStats without the raw maximum and l0,
@@ -223,6 +230,11 @@ struct ReduceArgmax {
     v.best = warp_max_key(v.best);
     v.flags = __reduce_or_sync(0xffffffffu, v.flags);
     return v;
+  }
+  __device__ static __forceinline__ ArgmaxStats combine(ArgmaxStats a, const ArgmaxStats &b) {
+    a.best = max(a.best, b.best);
+    a.flags |= b.flags;
+    return a;
   }
 };
 
@@ -249,6 +261,10 @@ struct ReduceMass {
     const uint32_t c = __reduce_add_sync(0xffffffffu, (uint32_t)(v >> 44));
     return a + ((unsigned long long)b << 22) + ((unsigned long long)c << 44);
   }
+  __device__ static __forceinline__ unsigned long long combine(unsigned long long a,
+                                                               unsigned long long b) {
+    return a + b;
+  }
 };
 
 struct ReduceDraw {
@@ -257,6 +273,12 @@ struct ReduceDraw {
     v.raw_sum = ReduceMass{}(v.raw_sum);
     v.best = warp_max_key(v.best);
     return v;
+  }
+  __device__ static __forceinline__ DrawStats combine(DrawStats a, const DrawStats &b) {
+    a.mass += b.mass;
+    a.raw_sum += b.raw_sum;
+    a.best = max(a.best, b.best);
+    return a;
   }
 };
 
@@ -1222,30 +1244,19 @@ __device__ __forceinline__ void wide_store4(float *prow, bool pvec, int j, int n
   }
 }
 
-/* The block's argmax key and flags, on every thread (max and OR: any order). */
-__device__ __forceinline__ ArgmaxStats wide_block_argmax(ArgmaxStats v) {
-  __shared__ ArgmaxStats part[kWideThreads / 32];
-  v = ReduceArgmax{}(v);
+/* A block's reduction in the wide kernels, on every thread: R over each
+ * warp, then R::combine over the warps (maxima, OR, exact sums: any order).
+ * A kernel that calls it twice for one type needs a block barrier between
+ * the calls (part). */
+template <class R, class S>
+__device__ __forceinline__ S wide_block_reduce(S v) {
+  __shared__ S part[kWideThreads / 32];
+  v = R{}(v);
   if (lane_id() == 0) part[warp_id()] = v;
   __syncthreads();
   v = part[0];
 #pragma unroll
-  for (int i = 1; i < kWideThreads / 32; i++) {
-    v.best = part[i].best > v.best ? part[i].best : v.best;
-    v.flags |= part[i].flags;
-  }
-  return v;
-}
-
-/* The block's sum of one fixed-point mass a thread (each < 2^60), on every thread. */
-__device__ __forceinline__ unsigned long long wide_block_mass(unsigned long long v) {
-  __shared__ unsigned long long part[kWideThreads / 32];
-  v = ReduceMass{}(v);
-  if (lane_id() == 0) part[warp_id()] = v;
-  __syncthreads();
-  v = 0;
-#pragma unroll
-  for (int i = 0; i < kWideThreads / 32; i++) v += part[i];
+  for (int i = 1; i < kWideThreads / 32; i++) v = R::combine(v, part[i]);
   return v;
 }
 
@@ -1259,7 +1270,7 @@ __device__ __forceinline__ ArgmaxStats wide_row_argmax(const WideArgs &w, int64_
     v.best = max(v.best, kL2 ? __ldcg(k) : *k);
     if (kFlags) v.flags |= kL2 ? __ldcg(w.flags + r * w.nch + i) : w.flags[r * w.nch + i];
   }
-  return wide_block_argmax(v);
+  return wide_block_reduce<ReduceArgmax>(v);
 }
 
 /* Reads the first line of WideArgs into the SM's constant cache before
@@ -1294,8 +1305,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_max(const WideArgs w) {
   float x[kGroups][4];
   const bool nan = wide_load<kDtype, kGroups, false>(w, p, x);
   const unsigned long long best = wide_thread_best<kGroups>(x, p);
-  const ArgmaxStats s =
-      wide_block_argmax(ArgmaxStats{best, nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u, 0u});
+  const ArgmaxStats s = wide_block_reduce<ReduceArgmax>(
+      ArgmaxStats{best, nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u, 0u});
   if (threadIdx.x == 0) w.keys[blockIdx.x] = s.best, w.flags[blockIdx.x] = s.flags;
 }
 
@@ -1326,7 +1337,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_mass(const WideArgs w) {
       }
     });
   }
-  mass = wide_block_mass(mass);
+  mass = wide_block_reduce<ReduceMass>(mass);
   if (threadIdx.x == 0) w.mass[blockIdx.x] = mass;
 }
 
@@ -1363,7 +1374,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_write(const WideArgs w) 
     }
     unsigned long long z = 0;
     for (int i = threadIdx.x; i < w.nch; i += kWideThreads) z += w.mass[p.r * w.nch + i];
-    const float inv_z = (float)((double)kMassUnit / (double)wide_block_mass(z));
+    const float inv_z = (float)((double)kMassUnit / (double)wide_block_reduce<ReduceMass>(z));
 #pragma unroll
     for (int g = 0; g < kGroups; g++) {
       if (wide_token(g) >= p.n) break;
@@ -1418,40 +1429,6 @@ struct WideSampleArgs {
   int chunk, nch; /* nch chunks a row, of chunk tokens (the last may be shorter) */
 };
 
-/* The block's LoadStats, on every thread (max, max and OR: any order). */
-__device__ __forceinline__ LoadStats wide_block_load(LoadStats v) {
-  __shared__ LoadStats part[kWideThreads / 32];
-  v = ReduceLoad{}(v);
-  __syncthreads(); /* part may still be read by an earlier call */
-  if (lane_id() == 0) part[warp_id()] = v;
-  __syncthreads();
-  v = part[0];
-#pragma unroll
-  for (int i = 1; i < kWideThreads / 32; i++) {
-    v.best = max(v.best, part[i].best);
-    v.raw_max = fmaxf(v.raw_max, part[i].raw_max);
-    v.flags |= part[i].flags;
-  }
-  return v;
-}
-
-/* The block's DrawStats, on every thread (exact sums and a maximum: any order). */
-__device__ __forceinline__ DrawStats wide_block_draw(DrawStats v) {
-  __shared__ DrawStats part[kWideThreads / 32];
-  v = ReduceDraw{}(v);
-  __syncthreads(); /* part may still be read by an earlier call */
-  if (lane_id() == 0) part[warp_id()] = v;
-  __syncthreads();
-  v = part[0];
-#pragma unroll
-  for (int i = 1; i < kWideThreads / 32; i++) {
-    v.mass += part[i].mass;
-    v.raw_sum += part[i].raw_sum;
-    v.best = max(v.best, part[i].best);
-  }
-  return v;
-}
-
 template <int kDtype, int kGroups>
 __global__ void __launch_bounds__(kWideThreads, 1) wide_sample_max(const WideSampleArgs w) {
   const WidePart p = wide_part(w);
@@ -1467,8 +1444,8 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_sample_max(const WideSam
     rm = fmaxf(rm, finite_max4(x[g]));
     mask4(x[g], bits[g], nan);
   }
-  const LoadStats s = wide_block_load(LoadStats{wide_thread_best<kGroups>(x, p), rm, 0.0f,
-                                                nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u});
+  const LoadStats s = wide_block_reduce<ReduceLoad>(LoadStats{
+      wide_thread_best<kGroups>(x, p), rm, 0.0f, nan ? (uint32_t)INGOT_SAMPLING_ROW_NAN : 0u});
   if (threadIdx.x == 0) {
     w.load[blockIdx.x] = s;
     if (p.lo == 0) w.done[p.r] = 0; /* wide_sample_draw counts after its wait */
@@ -1487,13 +1464,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_sample_draw(const WideSa
   wide_fetch<kDtype, kGroups, true>(w, p, x, bits);
   wait_for_previous_grid();
   LoadStats st{0ull, -INFINITY, 0.0f, 0u};
-  for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
-    const LoadStats e = w.load[p.r * w.nch + i];
-    st.best = max(st.best, e.best);
-    st.raw_max = fmaxf(st.raw_max, e.raw_max);
-    st.flags |= e.flags;
-  }
-  st = wide_block_load(st);
+  for (int i = threadIdx.x; i < w.nch; i += kWideThreads)
+    st = ReduceLoad::combine(st, w.load[p.r * w.nch + i]);
+  st = wide_block_reduce<ReduceLoad>(st);
   const bool bad = ingot_sampling_params_check(T, 0, 1.0f, 0.0f) != 0;
   const bool empty = st.best == 0, soft = !bad && !empty && T > 0.0f;
   const float m = empty ? 0.0f : best_value(st.best);
@@ -1537,7 +1510,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_sample_draw(const WideSa
     if (best_k > -INFINITY) d.best = best_key(best_k, best_tok);
   });
   if (raw_same && want_raw) d.raw_sum = d.mass;
-  d = wide_block_draw(d);
+  d = wide_block_reduce<ReduceDraw>(d);
   /* the row's last block to get here finishes it */
   __shared__ bool last;
   if (threadIdx.x == 0) {
@@ -1551,11 +1524,10 @@ __global__ void __launch_bounds__(kWideThreads, 1) wide_sample_draw(const WideSa
   DrawStats fin{0ull, 0ull, 0ull};
   for (int i = threadIdx.x; i < w.nch; i += kWideThreads) {
     const DrawStats *e = w.draw + p.r * w.nch + i;
-    fin.mass += __ldcg(&e->mass);
-    fin.raw_sum += __ldcg(&e->raw_sum);
-    fin.best = max(fin.best, __ldcg(&e->best));
+    fin = ReduceDraw::combine(fin, DrawStats{__ldcg(&e->mass), __ldcg(&e->raw_sum),
+                                             __ldcg(&e->best)});
   }
-  fin = wide_block_draw(fin);
+  fin = wide_block_reduce<ReduceDraw>(fin); /* d's reads of part: before the barrier above */
   if (threadIdx.x != 0) return;
   const int64_t r = p.r;
   if (bad) {
