@@ -755,8 +755,9 @@ static void special_row(batch *b, int64_t r, int kind) {
 
 /* The batch of 8 rows of V tokens that the wide-path tests compare with:
  * make_batch's mixed rows without filters or lists, a random dtype; case k
- * of a test: a bitmask for even k, unaligned plain rows for k = 1; rows 0
- * and 1 then made special_row's kind[0] and kind[1]. */
+ * of a test: a bitmask for even k (rows 2, 3 and the plain ones of 0, 1
+ * with a logit of 30, allowed or masked), unaligned plain rows for k = 1;
+ * rows 0 and 1 then made special_row's kind[0] and kind[1]. */
 static void wide_batch(batch *big, int64_t V, int k, const int kind[2]) {
   const ingot_dtype dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
                                             INGOT_DTYPE_F16}[(k + test_rand()) % 3];
@@ -769,6 +770,15 @@ static void wide_batch(batch *big, int64_t V, int k, const int kind[2]) {
     big->allowed = xcalloc((size_t)(big->B * big->words) * 4);
     for (int64_t w = 0; w < big->B * big->words; w++)
       big->allowed[w] = (uint32_t)test_rand() | (uint32_t)test_rand();
+    /* the raw argmax allowed (the draw's two sums share one exp a token)
+     * or masked, in turn, on rows 2 and 3 and on a plain row 0 or 1 */
+    for (int r = 0; r < 4; r++) {
+      if (r < 2 && kind[r] >= 0) continue;
+      const int64_t t = (int64_t)(test_rand() % (uint64_t)big->V);
+      uint32_t *w = &big->allowed[r * big->words + t / 32];
+      set_logit(big, r, t, 30.0f);
+      *w = (r + k) % 2 == 0 ? *w | 1u << (t % 32) : *w & ~(1u << (t % 32));
+    }
   }
   if (k == 1) { /* rows unaligned (16-bit: odd 2-byte offsets) */
     big->stride = big->V + 1;

@@ -2125,6 +2125,10 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     int32_t best_tok = INT_MAX;
     /* the final mass, and the raw one where they are the same */
     const bool sum_final = want_mass || (want_raw && raw_same);
+    /* where the row's maximum is its raw one (the raw argmax is allowed), a
+     * token's two terms are one e^((x - m) / T): the raw sum's for every
+     * token, the final mass's for an allowed one */
+    const bool one_exp = loop_raw && m == st.raw_max;
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
       /* one candidate: its approximate key first, the exact one only near the best */
@@ -2155,20 +2159,38 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
                          : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
                          : "r"(sv_s + 4u * (uint32_t)j)
                          : "memory");
-            if (loop_raw) raw_fx += raw_fixed4<kFast>(x, st.raw_max, raw_t);
+            uint32_t bits = 0xfu;
             if (loop_words) { /* past n: -Inf either way (the words cover the chunk) */
               uint32_t word;
               asm volatile("ld.shared.u32 %0, [%1];"
                            : "=r"(word)
                            : "r"(swords_s + 4u * (uint32_t)(j >> 5))
                            : "memory");
-              allow4(x, word >> (j & 31), x);
+              bits = word >> (j & 31);
             }
             float sc[4];
-            scale4<kFast>(x, m, div_t, sc);
+            if (one_exp) {
+              /* raw_fixed4's terms, and an allowed token's final term is its
+               * raw one: the same bits as below, one exp a token */
+              scale4<kFast>(x, m, div_t, sc);
+              float wr[4], wf[4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
-            if (sum_final) mass_fx += exp_fixed4(sc);
+              for (int e = 0; e < 4; e++) {
+                wr[e] = fast_exp(sc[e]);
+                const bool allowed = (bits >> e) & 1u;
+                wf[e] = allowed ? wr[e] : 0.0f;
+                c |= (allowed && sc[e] >= cut ? 1u : 0u) << e;
+              }
+              raw_fx += fixed_mass(wr);
+              mass_fx += fixed_mass(wf);
+            } else {
+              if (loop_raw) raw_fx += raw_fixed4<kFast>(x, st.raw_max, raw_t);
+              if (loop_words) allow4(x, bits, x);
+              scale4<kFast>(x, m, div_t, sc);
+#pragma unroll
+              for (int e = 0; e < 4; e++) c |= (sc[e] >= cut ? 1u : 0u) << e;
+              if (sum_final) mass_fx += exp_fixed4(sc);
+            }
           }
           /* compaction: this thread's count (0-4) by its three bits, one ballot
            * each; nothing to do where the warp has no candidate (most groups of
