@@ -2125,9 +2125,11 @@ __global__ void __launch_bounds__(kDenseThreads, kMode <= kDenseSample ? 3 : 2)
     int32_t best_tok = INT_MAX;
     /* the final mass, and the raw one where they are the same */
     const bool sum_final = want_mass || (want_raw && raw_same);
-    /* where the row's maximum is its raw one (the raw argmax is allowed), a
-     * token's two terms are one e^((x - m) / T): the raw sum's for every
-     * token, the final mass's for an allowed one */
+    /* where the row's maximum equals its raw one (the raw argmax is allowed,
+     * or a bias made another token reach it), a token's two terms are one
+     * e^((x - m) / T): the raw sum's for every token, the final mass's for
+     * an allowed one (the final mass is summed here even in a call that
+     * wants only the raw log-probability: unread, some work wasted there) */
     const bool one_exp = loop_raw && m == st.raw_max;
     with_fast(div_t.fast, [&](auto fast) {
       constexpr bool kFast = decltype(fast)::value;
