@@ -84,8 +84,8 @@ sub("constexpr int kDenseThreads = 512;", HEAD + "constexpr int kDenseThreads = 
 # the softmax's phases (softmax_finish), and its exit
 sub("    const unsigned long long z =\n        cluster_reduce(mass,",
     "    stamp(5);\n    const unsigned long long z =\n        cluster_reduce(mass,")
-sub("    inv_z = (float)((double)kMassUnit / (double)z);",
-    "    inv_z = (float)((double)kMassUnit / (double)z);\n    stamp(6);")
+sub("&space.bar[1]);\n    inv_z = (float)((double)kMassUnit / (double)z);",
+    "&space.bar[1]);\n    inv_z = (float)((double)kMassUnit / (double)z);\n    stamp(6);")
 sub("    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);\n    return;",
     "    stamp(4);\n    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);\n"
     "    stamp_print(kMode, r, a.in.batch);\n    return;")
@@ -93,16 +93,19 @@ sub("    softmax_finish(a, r, lo, n, wlo, wend, T, raw_t, st, space, sv);\n    r
 sub("  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) {",
     "  ReduceSpace &space = reduce_space;\n  if (threadIdx.x == 0) for (int i = 0; i < 8; i++) "
     "g_stamp[i] = 0;\n  stamp(0);\n  stamp_enter();\n  if (threadIdx.x == 0) {")
-sub("  wait_for_previous_grid();\n", "  wait_for_previous_grid();\n  stamp(1);\n")
+sub("  wait_for_previous_grid();\n\n  /* a row of the general kernel's",
+    "  wait_for_previous_grid();\n  stamp(1);\n\n  /* a row of the general kernel's")
 sub("  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();",
     "  const Divisor raw_t = divisor_of(T > 0.0f ? T : 1.0f);\n  __syncthreads();\n  stamp(2);")
-sub("  cluster_wait(); /* reduce_ready's", "  stamp(3);\n  cluster_wait(); /* reduce_ready's")
+sub("  cluster_wait(); /* reduce_ready's: every block of the cluster runs */\n  LoadStats",
+    "  stamp(3);\n  cluster_wait(); /* reduce_ready's: every block of the cluster runs */\n"
+    "  LoadStats")
 # the sampler's phases
 sub("  flags = st.flags;\n  const bool empty = st.best == 0;",
     "  stamp(4);\n  flags = st.flags;\n  const bool empty = st.best == 0;")
 sub("  if (second) {\n    DrawStats d;", "  stamp(5);\n  if (second) {\n    DrawStats d;")
-sub("    mass = fin.mass;\n    raw_sum = fin.raw_sum;",
-    "    stamp(6);\n    mass = fin.mass;\n    raw_sum = fin.raw_sum;")
+sub("    mass = mass_value(fin.mass);\n    raw_sum = mass_value(fin.raw_sum);",
+    "    stamp(6);\n    mass = mass_value(fin.mass);\n    raw_sum = mass_value(fin.raw_sum);")
 END = "  if (small_draw || select_top) {\n    cluster_arrive_relaxed();\n    cluster_wait();\n  }\n"
 sub(END, END + "  stamp_print(kMode, r, a.in.batch);\n")
 sub("extern \"C\" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {",

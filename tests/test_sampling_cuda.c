@@ -741,16 +741,30 @@ static int test_softmax_half(void) {
  * leaves the row as it is). */
 static void special_row(batch *b, int64_t r, int kind) {
   if (kind < 0) return; /* the row as made */
+  int64_t top = 0; /* kind 7: the raw argmax */
+  float top_v = -INFINITY;
   for (int64_t i = 0; i < b->V; i++) {
     float v = (float)(rand_normal() * 3.0);
     if (kind == 0 && test_rand() % 997 == 0) v = test_rand() % 2 ? NAN : INFINITY;
     if (kind == 2) v = 2.0f; /* greedy over ties: the lowest allowed id */
     if (kind == 3) v = -INFINITY;
+    /* a language model's (bench_sampling.c's llm_logit): a bulk far below
+     * a head of one token in 256, so that most groups of 4 lie below
+     * s = -31 (the dense kernel's draw skips them) */
+    if (kind == 7) {
+      v = (float)(rand_normal() * 2.5);
+      if (test_rand() % 256 == 0) v += 8.0f + 16.0f * (float)(test_rand() % 4096) / 4096.0f;
+    }
+    if (v > top_v) top_v = v, top = i;
     set_logit(b, r, i, v);
   }
   if (kind == 1)
     for (int64_t w = 0; w < b->words; w++) b->allowed[r * b->words + w] = 0u;
-  b->temperature[r] = (float[]){0.8f, 1.0f, 0.0f, 1.0f, 3e-10f, 5e9f, 1e-3f}[kind];
+  if (kind == 7 && b->allowed) { /* the raw argmax allowed on even rows, masked on odd ones */
+    uint32_t *w = &b->allowed[r * b->words + top / 32];
+    *w = r % 2 == 0 ? *w | 1u << (top % 32) : *w & ~(1u << (top % 32));
+  }
+  b->temperature[r] = (float[]){0.8f, 1.0f, 0.0f, 1.0f, 3e-10f, 5e9f, 1e-3f, 0.8f}[kind];
 }
 
 /* The batch of 8 rows of V tokens that the wide-path tests compare with:
@@ -942,7 +956,8 @@ static void dense_forms_agree(const batch *b, const result *all, const char *wha
  * the CPU's, and token, status and the log-probabilities asked for (both,
  * one or none) bit for bit against the same rows in a batch of 8, which the
  * dense kernel takes (mixed rows: NaN / +Inf, all masked, greedy ties,
- * empty, tiny and huge temperatures, make_batch's rows; a bad temperature on
+ * empty, tiny and huge temperatures, a language model's logits whose raw
+ * argmax the bitmask allows or masks, make_batch's rows; a bad temperature on
  * one row; B = 3 and 4, the dense kernel's again); V not a multiple of 4,
  * unaligned rows, more chunks than SMs; all dtypes. The batch of 8 also
  * through the dense kernel's other forms (dense_forms_agree). Then the
@@ -954,7 +969,7 @@ static int test_sample_wide(void) {
   static const int64_t vocab[5] = {32771, 151936, 201088, 262144, 600000};
   /* rows 0 and 1 (the rows B <= 2 take wide): special_row's kinds, -1 a
    * row as make_batch made it (or plain, unaligned) */
-  static const int kinds[5][2] = {{0, 1}, {-1, 2}, {4, -1}, {5, 6}, {-1, 3}};
+  static const int kinds[5][2] = {{0, 1}, {-1, 2}, {4, 7}, {5, 6}, {7, 3}};
   tally t = {0, 0, 0, 0};
   for (int k = 0; k < 5; k++) {
     batch big;
