@@ -748,9 +748,8 @@ static void special_row(batch *b, int64_t r, int kind) {
     if (kind == 0 && test_rand() % 997 == 0) v = test_rand() % 2 ? NAN : INFINITY;
     if (kind == 2) v = 2.0f; /* greedy over ties: the lowest allowed id */
     if (kind == 3) v = -INFINITY;
-    /* a language model's (bench_sampling.c's llm_logit): a bulk far below
-     * a head of one token in 256, so that most groups of 4 lie below
-     * s = -31 (the dense kernel's draw skips them) */
+    /* a language model's (bench_sampling.c's llm_logit): a bulk ~25 below
+     * a head of one token in 256, so that few tokens are draw candidates */
     if (kind == 7) {
       v = (float)(rand_normal() * 2.5);
       if (test_rand() % 256 == 0) v += 8.0f + 16.0f * (float)(test_rand() % 4096) / 4096.0f;
