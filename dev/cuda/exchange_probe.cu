@@ -36,15 +36,6 @@
 
 namespace cg = cooperative_groups;
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
-
 constexpr int kThreads = 512;
 constexpr int kC = 16;
 constexpr int kChunk = 16384;

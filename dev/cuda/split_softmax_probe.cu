@@ -23,15 +23,6 @@
 
 #include "graph_timing.cuh"
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
-
 constexpr int kThreads = 256;
 constexpr float kUnit = 0x1p40f;
 
