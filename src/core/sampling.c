@@ -268,16 +268,24 @@ static ingot_status check_workspace(struct ingot_context *ctx, const char *op, s
 
 /* ---- workspace size queries ----------------------------------------------------- */
 
-ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch, int64_t vocab_size,
-                                         ingot_dtype logits_dtype, int64_t num_top,
-                                         size_t *bytes) {
-  static const char op[] = "ingot_sample_workspace_size";
+/* The arguments both size queries take: the context, bytes, the shape and the dtype. */
+static ingot_status check_query(struct ingot_context *ctx, const char *op, int64_t batch,
+                                int64_t vocab_size, ingot_dtype logits_dtype,
+                                const size_t *bytes) {
   ingot_status st = ingot_core_begin(ctx, op, NULL);
   if (st) return st;
   if (bytes == NULL)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "bytes: NULL");
   if ((st = check_extent(ctx, op, "batch", batch, "vocab_size", vocab_size))) return st;
-  if ((st = check_logits_dtype(ctx, op, logits_dtype))) return st;
+  return check_logits_dtype(ctx, op, logits_dtype);
+}
+
+ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch, int64_t vocab_size,
+                                         ingot_dtype logits_dtype, int64_t num_top,
+                                         size_t *bytes) {
+  static const char op[] = "ingot_sample_workspace_size";
+  ingot_status st = check_query(ctx, op, batch, vocab_size, logits_dtype, bytes);
+  if (st) return st;
   if (num_top < 0 || num_top > INGOT_SAMPLING_MAX_TOP)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "num_top = %" PRId64 ", expected 0 <= n <= INGOT_SAMPLING_MAX_TOP = %d",
@@ -290,12 +298,8 @@ ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t 
                                                    int64_t vocab_size, ingot_dtype logits_dtype,
                                                    size_t *bytes) {
   static const char op[] = "ingot_sampling_softmax_workspace_size";
-  ingot_status st = ingot_core_begin(ctx, op, NULL);
+  ingot_status st = check_query(ctx, op, batch, vocab_size, logits_dtype, bytes);
   if (st) return st;
-  if (bytes == NULL)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "bytes: NULL");
-  if ((st = check_extent(ctx, op, "batch", batch, "vocab_size", vocab_size))) return st;
-  if ((st = check_logits_dtype(ctx, op, logits_dtype))) return st;
   if ((st = ingot_core_require_op(ctx, op, ctx->ops->sampling_softmax_workspace_size != NULL)))
     return st;
   return ctx->ops->sampling_softmax_workspace_size(ctx, batch, vocab_size, logits_dtype, bytes);
