@@ -511,12 +511,12 @@ static int test_seed_masked_softmax(void) {
   static const int64_t Bs[] = {1, 3, 8};
   double worst_rel = 0.0, worst_abs_small = 0.0, worst_sum = 0.0;
   int cases = 0;
-  /* every (B, V) pair; row 0 takes each mask once per B, the other rows
-   * cycle through the three masks and the last row of B > 1 has none */
+  /* every (B, V) pair with every mask: B = 1 runs once per mask, the rows
+   * of B = 3 and 8 cycle through the three, and the last row of B = 8 has none */
   for (int vi = 0; vi < 3; vi++)
     for (int bi = 0; bi < 3; bi++) {
-      {
-        int kind = (vi + bi) % 3;
+      for (int pass = 0; pass < (Bs[bi] == 1 ? 3 : 1); pass++) {
+        int kind = (vi + bi + pass) % 3;
         int64_t V = Vs[vi], B = Bs[bi];
         static const ingot_dtype dts[3] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
         ingot_dtype dt = dts[(vi + bi + kind) % 3];
@@ -529,7 +529,7 @@ static int test_seed_masked_softmax(void) {
         int kinds[8];
         int64_t three[8][3];
         for (int64_t r = 0; r < B; r++) {
-          kinds[r] = r == 0 ? kind : (r == B - 1 ? MASK_NONE : (int)((kind + r) % 3));
+          kinds[r] = r == B - 1 && B > 3 ? MASK_NONE : (int)((kind + r) % 3);
           for (int j = 0; j < 3; j++) three[r][j] = (int64_t)(test_rand() % (uint64_t)V);
           temps[r] = (float)(0.3 + 1.7 * test_rand_unit());
           for (int64_t w = 0; w < W; w++) words[r * W + w] = 0xffffffffu;
@@ -1520,7 +1520,7 @@ static int test_dtypes_and_strides(void) {
 static int test_invalid_arguments(void) {
   enum { B = 3, V = 40, W = 2 };
   float x[B * V], temps[B] = {1.0f, 0.5f, 0.0f}, ps[B] = {1.0f, 0.9f, 0.5f}, qs[B] = {0, 0, 0};
-  float probs[B * V], lp[B], big[4096];
+  float probs[B * V], lp[B], raw_lp[B], top_lp[B * 4], big[4096];
   int32_t ks[B] = {0, 5, 1}, tokens[B], words[B * W], pairs[4] = {0, 1, 1, 2}, top_ids[B * 4];
   uint32_t status[B];
   uint64_t seeds[B] = {1, 2, 3};
@@ -1531,6 +1531,8 @@ static int test_invalid_arguments(void) {
   memset(status, 0x22, sizeof status);
   memset(probs, 0x33, sizeof probs);
   memset(lp, 0x44, sizeof lp);
+  memset(raw_lp, 0x66, sizeof raw_lp);
+  memset(top_lp, 0x77, sizeof top_lp);
   memset(top_ids, 0x55, sizeof top_ids);
   ingot_tensor tl = ingot_tensor_2d(x, INGOT_DTYPE_F32, B, V, V);
   ingot_tensor tt = ingot_tensor_1d(temps, INGOT_DTYPE_F32, B), tk = ingot_tensor_1d(ks, INGOT_DTYPE_I32, B);
@@ -1543,11 +1545,14 @@ static int test_invalid_arguments(void) {
   ingot_tensor tpr = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, V, V);
   ingot_tensor tlp = ingot_tensor_1d(lp, INGOT_DTYPE_F32, B);
   ingot_tensor tti = ingot_tensor_2d(top_ids, INGOT_DTYPE_I32, B, 4, 4);
+  ingot_tensor traw = ingot_tensor_1d(raw_lp, INGOT_DTYPE_F32, B);
+  ingot_tensor ttlp = ingot_tensor_2d(top_lp, INGOT_DTYPE_F32, B, 4, 4);
   ingot_sampling_params pr = INGOT_SAMPLING_PARAMS_INITIALIZER;
   pr.temperature = &tt, pr.top_k = &tk, pr.top_p = &tp, pr.min_p = &tq, pr.seed = &tsd;
   pr.allowed = &tw, pr.banned = &tpair, pr.bias_ids = &tpair, pr.bias_values = &tbias;
   ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
-  lps.token_logprob = &tlp, lps.top_ids = &tti;
+  lps.token_logprob = &tlp, lps.token_raw_logprob = &traw, lps.top_ids = &tti,
+  lps.top_logprobs = &ttlp;
   size_t need = 0, need_sm = 0;
   EXPECT_OK(ctx, ingot_sample_workspace_size(ctx, B, V, INGOT_DTYPE_F32, 4, &need));
   EXPECT_OK(ctx, ingot_sampling_softmax_workspace_size(ctx, B, V, INGOT_DTYPE_F32, &need_sm));
@@ -1559,6 +1564,8 @@ static int test_invalid_arguments(void) {
   memset(tokens, 0x11, sizeof tokens);
   memset(status, 0x22, sizeof status);
   memset(lp, 0x44, sizeof lp);
+  memset(raw_lp, 0x66, sizeof raw_lp);
+  memset(top_lp, 0x77, sizeof top_lp);
   memset(top_ids, 0x55, sizeof top_ids);
   ingot_tensor t;
   ingot_sampling_params pb;
@@ -1704,6 +1711,11 @@ static int test_invalid_arguments(void) {
   t = ingot_tensor_2d(x, INGOT_DTYPE_F32, B, V, V);
   EXPECT_REJECT(ingot_sampling_softmax(ctx, &tl, &pr, &t, &tst, ws, need_sm, NULL), "probs: overlaps logits");
   EXPECT_REJECT(ingot_sampling_softmax(ctx, &tl, &pr, NULL, &tst, ws, need_sm, NULL), "probs: NULL");
+  t = ingot_tensor_2d(x, INGOT_DTYPE_F32, B, 0, V);
+  EXPECT_REJECT(ingot_sampling_softmax(ctx, &t, &pr, &tpr, &tst, ws, need_sm, NULL), "logits: shape[1] = 0");
+  pb = pr, t = ingot_tensor_2d(words, INGOT_DTYPE_I32, B, W - 1, W), pb.allowed = &t;
+  EXPECT_REJECT(ingot_sampling_softmax(ctx, &tl, &pb, &tpr, &tst, ws, need_sm, NULL),
+                "allowed: shape[1] = 1, expected ceil(V / 32)");
   /* context and stream */
   EXPECT_REJECT(SAMPLE(&tl, &pr, &ttok, &tst, &lps, ws, need, (struct CUstream_st *)&t), "stream");
   EXPECT(ingot_sample(NULL, &tl, &pr, &ttok, &tst, &lps, ws, need, NULL) == INGOT_STATUS_INVALID_ARGUMENT &&
@@ -1722,9 +1734,11 @@ static int test_invalid_arguments(void) {
   EXPECT(bytes == 777, "size query wrote on error");
   /* nothing written by any failed call */
   for (int i = 0; i < B; i++) {
-    EXPECT(tokens[i] == 0x11111111 && status[i] == 0x22222222u && f_bits(lp[i]) == 0x44444444u,
+    EXPECT(tokens[i] == 0x11111111 && status[i] == 0x22222222u && f_bits(lp[i]) == 0x44444444u &&
+               f_bits(raw_lp[i]) == 0x66666666u,
            "a failed call wrote an output");
   }
+  for (int i = 0; i < B * 4; i++) EXPECT(f_bits(top_lp[i]) == 0x77777777u, "top logprobs written");
   for (int i = 0; i < B * V; i++) EXPECT(f_bits(probs[i]) == 0x33333333u, "probs written");
   for (int i = 0; i < B * 4; i++) EXPECT(top_ids[i] == 0x55555555, "top ids written");
   /* B = 0: success, nothing to do, no workspace needed */
