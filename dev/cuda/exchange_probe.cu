@@ -17,6 +17,11 @@
 //              it waits only for blocks that have started: the safe form;
 //   +tmaL/S  : the chunk loaded (L) by 16 bulk copies of 4 KB (TMA) and / or
 //              the probabilities stored (S) by bulk copies from shared memory;
+//   cluster1 : cluster, with ONE exchange: each block's maximum and its mass
+//              relative to it, combined once (session 28);
+//   reg/reg1 : cluster / cluster1 with 256-thread blocks, four a SM, a quarter
+//              of each chunk in registers (session 28); reg5/reg5_1: five a
+//              SM, 6144 of the 16384 tokens in registers;
 //   copy     : the same blocks, loads and stores, no arithmetic, no exchange;
 //   plain    : a grid-stride float4 copy of the same bytes: the copy rate of
 //              this size in this harness (graph replays of 10 calls, PDL).
@@ -40,7 +45,7 @@ constexpr int kThreads = 512;
 constexpr int kC = 16;
 constexpr int kChunk = 16384;
 constexpr int kSmem = kChunk * 4;
-enum Exchange { kCluster, kGlobal, kTicket, kCopy };
+enum Exchange { kCluster, kGlobal, kTicket, kCopy, kCluster1 };
 
 struct Args {
   const float *x;
@@ -74,21 +79,21 @@ __device__ __forceinline__ float warp_fold(float v) {
 }
 
 /* the block's value -> warp 0 lane 0 (others: garbage) */
-template <bool kMax>
+template <bool kMax, int kW = kThreads / 32>
 __device__ __forceinline__ float block_fold(float v, float *red) {
   v = warp_fold<kMax>(v);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
-  v = threadIdx.x < 16 ? red[threadIdx.x] : (kMax ? -INFINITY : 0.f);
+  v = threadIdx.x < kW ? red[threadIdx.x] : (kMax ? -INFINITY : 0.f);
   if (threadIdx.x < 32) v = warp_fold<kMax>(v);
   return v;
 }
 
 /* the row's value from the 16 blocks' ones; every thread gets it */
-template <int kV, bool kMax, int kR = kC>
+template <int kV, bool kMax, int kR = kC, int kW = kThreads / 32>
 __device__ __forceinline__ float exchange(const Args &a, int row, int c, int phase, float v,
                                           float *red, float *xch) {
-  v = block_fold<kMax>(v, red);
+  v = block_fold<kMax, kW>(v, red);
   if (kV == kCluster) {
     cg::cluster_group cl = cg::this_cluster();
     if (threadIdx.x == 0) xch[phase] = v;
@@ -189,6 +194,67 @@ __device__ __forceinline__ void store_chunk(float *dst, float *sv, float inv) {
   }
 }
 
+/* w = 2^((x - m) k) = 2^(x k - mk) of four values */
+__device__ __forceinline__ float4 weight4(float4 v, float k, float mk) {
+  v.x = exp2f(fmaf(v.x, k, -mk)), v.y = exp2f(fmaf(v.y, k, -mk));
+  v.z = exp2f(fmaf(v.z, k, -mk)), v.w = exp2f(fmaf(v.w, k, -mk));
+  return v;
+}
+
+/* weight4 in place over n4 float4 of shared memory; the thread's sum */
+template <int kThr>
+__device__ __forceinline__ float weights_in_place(float4 *s4, int n4, float k, float m) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = threadIdx.x; j < n4; j += kThr) {
+    const float4 v = weight4(s4[j], k, m * k);
+    s4[j] = v;
+    s += (v.x + v.y) + (v.z + v.w);
+  }
+  return s;
+}
+
+/* The one exchange: the block's maximum m and its sum s of 2^((x - m) k)
+ * (block-folded here) through the cluster; returns 2^((m - M) k) / Z, the
+ * factor of the block's weights. */
+template <int kW>
+__device__ __forceinline__ float combine_pairs(const Args &a, float m, float s, float *red,
+                                               float *xch) {
+  s = block_fold<false, kW>(s, red);
+  cg::cluster_group cl = cg::this_cluster();
+  if (threadIdx.x == 0) xch[0] = m, xch[1] = s;
+  cl.sync();
+  if (threadIdx.x < 32) {
+    const int q = threadIdx.x < kC ? threadIdx.x : 0;
+    const float mq = *cl.map_shared_rank(&xch[0], q);
+    const float sq = *cl.map_shared_rank(&xch[1], q);
+    const float M = warp_fold<true>(mq);
+    float z = threadIdx.x < kC ? sq * exp2f((mq - M) * a.k) : 0.f;
+    z = warp_fold<false>(z);
+    if (threadIdx.x == 0) red[16] = exp2f((m - M) * a.k) / z;
+  }
+  __syncthreads();
+  return red[16];
+}
+
+/* ONE exchange a row (kCluster1): the block's maximum m_b (a block fold),
+ * w = 2^((x - m_b) k) in place and its sum s_b, then the 16 pairs (m_b, s_b)
+ * through the cluster at once: M = max m_b, Z = sum s_b 2^((m_b - M) k), and
+ * p = w 2^((m_b - M) k) / Z. One cluster barrier before the writes instead of
+ * two (the online softmax's combine at block level). */
+__device__ __forceinline__ void one_exchange(const Args &a, float m, float4 *s4, float *red,
+                                             float *xch, float *dst) {
+  m = block_fold<true>(m, red);
+  if (threadIdx.x == 0) red[16] = m;
+  __syncthreads();
+  m = red[16];
+  const float s = weights_in_place<kThreads>(s4, kChunk / 4, a.k, m);
+  __syncthreads(); /* red[16] read by all before block_fold reuses red */
+  const float inv = combine_pairs<kThreads / 32>(a, m, s, red, xch);
+  store_chunk<0>(dst, reinterpret_cast<float *>(s4), inv);
+  cg::this_cluster().sync(); /* the peers read xch */
+}
+
 template <int kV, int kLoad, int kStore>
 __device__ __forceinline__ void item(const Args &a, int row, int c, float *sv, float *red,
                                      float *xch, uint64_t *bar) {
@@ -206,19 +272,13 @@ __device__ __forceinline__ void item(const Args &a, int row, int c, float *sv, f
     const float4 v = s4[j];
     m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
   }
-  m = exchange<kV, true>(a, row, c, 0, m, red, xch);
-  const float mk = m * a.k;
-  float s = 0.f;
-#pragma unroll
-  for (int j = threadIdx.x; j < kChunk / 4; j += kThreads) {
-    float4 v = s4[j];
-    v.x = exp2f(fmaf(v.x, a.k, -mk)), v.y = exp2f(fmaf(v.y, a.k, -mk));
-    v.z = exp2f(fmaf(v.z, a.k, -mk)), v.w = exp2f(fmaf(v.w, a.k, -mk));
-    s4[j] = v;
-    s += (v.x + v.y) + (v.z + v.w);
+  if (kV == kCluster1) {
+    one_exchange(a, m, s4, red, xch, dst);
+    return;
   }
-  s = exchange<kV, false>(a, row, c, 1, s, red, xch);
-  store_chunk<kStore>(dst, sv, 1.f / s);
+  m = exchange<kV, true>(a, row, c, 0, m, red, xch);
+  const float s = weights_in_place<kThreads>(s4, kChunk / 4, a.k, m);
+  store_chunk<kStore>(dst, sv, 1.f / exchange<kV, false>(a, row, c, 1, s, red, xch));
   if (kV == kCluster) {
     cg::this_cluster().sync(); /* the peers read xch */
   } else if (threadIdx.x == 0) {
@@ -254,6 +314,85 @@ __global__ void __launch_bounds__(kThreads, 3) probe(const Args a) {
   item<kV, kLoad, kStore>(a, i / kC, i % kC, sv, red, xch, &bar);
 }
 
+/* PART OF THE CHUNK IN REGISTERS (session 28): 256-thread blocks, four a SM,
+ * each holding the first 4096 tokens of its 16384 in registers (four float4 a
+ * thread) and the other 12288 in 48 KB of shared memory, so that 4 x 64 KB of
+ * a row's chunks live on a SM instead of 3: more rows in flight. The same
+ * arithmetic as cluster (two exchanges) or cluster1 (kOne: one). */
+constexpr int kRThreads = 256;
+constexpr int reg_smem(int groups) { return (kChunk - 4 * groups * kRThreads) * 4; }
+
+template <bool kOne, int kRGroups, int kBlocks>
+__global__ void __launch_bounds__(kRThreads, kBlocks) probe_reg(const Args a) {
+  constexpr int kW = kRThreads / 32;
+  constexpr int kRegTokens = 4 * kRGroups * kRThreads, kSmemTokens = kChunk - kRegTokens;
+  extern __shared__ float4 smem[];
+  __shared__ float red[17];
+  __shared__ float xch[2];
+  float4 *s4 = smem;
+  pdl_wait(), pdl_go();
+  const int row = blockIdx.x / kC, c = blockIdx.x % kC;
+  const float *src = a.x + (size_t)row * a.V + (size_t)c * kChunk;
+  float *dst = a.p + (size_t)row * a.V + (size_t)c * kChunk;
+#pragma unroll
+  for (int j = threadIdx.x * 4; j < kSmemTokens; j += kRThreads * 4) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(reinterpret_cast<float *>(s4) + j);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
+                 "l"(src + kRegTokens + j)
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  float4 r[kRGroups];
+#pragma unroll
+  for (int g = 0; g < kRGroups; g++)
+    r[g] = __ldcs(reinterpret_cast<const float4 *>(src) + threadIdx.x + g * kRThreads);
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  float m = -INFINITY;
+#pragma unroll
+  for (int g = 0; g < kRGroups; g++) m = fmaxf(m, fmaxf(fmaxf(r[g].x, r[g].y), fmaxf(r[g].z, r[g].w)));
+#pragma unroll
+  for (int j = threadIdx.x; j < kSmemTokens / 4; j += kRThreads) {
+    const float4 v = s4[j];
+    m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+  }
+  cg::cluster_group cl = cg::this_cluster();
+  if (kOne) {
+    m = block_fold<true, kW>(m, red);
+    if (threadIdx.x == 0) red[16] = m;
+    __syncthreads();
+    m = red[16];
+  } else {
+    m = exchange<kCluster, true, kC, kW>(a, row, c, 0, m, red, xch);
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int g = 0; g < kRGroups; g++) {
+    r[g] = weight4(r[g], a.k, m * a.k);
+    s += (r[g].x + r[g].y) + (r[g].z + r[g].w);
+  }
+  s += weights_in_place<kRThreads>(s4, kSmemTokens / 4, a.k, m);
+  float inv;
+  if (kOne) {
+    __syncthreads(); /* red[16] read by all before block_fold reuses red */
+    inv = combine_pairs<kW>(a, m, s, red, xch);
+  } else {
+    inv = 1.f / exchange<kCluster, false, kC, kW>(a, row, c, 1, s, red, xch);
+  }
+  float4 *out = reinterpret_cast<float4 *>(dst);
+#pragma unroll
+  for (int g = 0; g < kRGroups; g++)
+    __stcs(out + threadIdx.x + g * kRThreads,
+           make_float4(r[g].x * inv, r[g].y * inv, r[g].z * inv, r[g].w * inv));
+  out += kRegTokens / 4;
+#pragma unroll
+  for (int j = threadIdx.x; j < kSmemTokens / 4; j += kRThreads) {
+    const float4 v = s4[j];
+    __stcs(out + j, make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv));
+  }
+  cl.sync(); /* the peers read xch */
+}
+
 /* the copy rate: a grid-stride float4 copy, 4 loads in flight a thread */
 __global__ void __launch_bounds__(kThreads) plain_copy(const Args a) {
   pdl_wait(), pdl_go();
@@ -274,16 +413,19 @@ struct VariantDesc {
   const char *name;
   void (*k)(const Args);
   bool cluster, plain;
+  int threads = kThreads, smem = kSmem;
 };
 static const VariantDesc kVariants[] = {
     {"cluster", probe<kCluster, 0, 0>, true, false},
+    {"cluster1", probe<kCluster1, 0, 0>, true, false},
+    {"reg", probe_reg<false, 4, 4>, true, false, kRThreads, reg_smem(4)},
+    {"reg1", probe_reg<true, 4, 4>, true, false, kRThreads, reg_smem(4)},
+    {"reg5", probe_reg<false, 6, 5>, true, false, kRThreads, reg_smem(6)},
+    {"reg5_1", probe_reg<true, 6, 5>, true, false, kRThreads, reg_smem(6)},
     {"global", probe<kGlobal, 0, 0>, false, false},
     {"ticket", probe<kTicket, 0, 0>, false, false},
     {"cl+tmaL", probe<kCluster, 1, 0>, true, false},
-    {"cl+tmaLS", probe<kCluster, 1, 1>, true, false},
-    {"gl+tmaL", probe<kGlobal, 1, 0>, false, false},
     {"copy", probe<kCopy, 0, 0>, false, false},
-    {"copyTMA", probe<kCopy, 1, 1>, false, false},
     {"plain", plain_copy, false, true},
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
@@ -292,7 +434,8 @@ static cudaError_t launch(int v, const Args &a, int sms, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
   int n = 0;
-  cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmem, cfg.stream = s;
+  cfg.blockDim = dim3(kVariants[v].threads), cfg.dynamicSmemBytes = kVariants[v].smem;
+  cfg.stream = s;
   cfg.gridDim = dim3(a.B * kC);
   if (kVariants[v].plain) cfg.gridDim = dim3(4 * sms), cfg.dynamicSmemBytes = 0;
   attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -307,13 +450,28 @@ static cudaError_t launch(int v, const Args &a, int sms, cudaStream_t s) {
 
 int main() {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  const int V = kC * kChunk, Bmax = 64, calls = 10;
+  const int V = kC * kChunk, Bmax = 128, calls = 10;
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   for (int v = 0; v < kNumVariants; v++) {
     const void *k = (const void *)kVariants[v].k;
-    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kVariants[v].smem));
     CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    if (!kVariants[v].cluster) continue;
+    /* how many 16-block clusters (rows) run at once */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    cfg.gridDim = dim3(64 * kC), cfg.blockDim = dim3(kVariants[v].threads);
+    cfg.dynamicSmemBytes = kVariants[v].smem;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kC, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    int clusters = 0, per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveClusters(&clusters, kVariants[v].k, &cfg));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kVariants[v].k,
+                                                        kVariants[v].threads, kVariants[v].smem));
+    printf("%-9s %d blocks a SM, %d clusters at once\n", kVariants[v].name, per_sm, clusters);
   }
   int per_sm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kVariants[0].k, kThreads, kSmem));
@@ -337,7 +495,7 @@ int main() {
   CHECK(cudaMemcpy(x, hx.data(), n * 4, cudaMemcpyHostToDevice));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const int Bs[] = {1, 21, 22, 64};
+  const int Bs[] = {1, 21, 28, 64, 128};
   std::vector<float> hp(V);
   for (int B : Bs) {
     printf("B = %2d (us, TB/s, error):\n", B);

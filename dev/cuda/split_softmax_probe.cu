@@ -11,7 +11,9 @@
 //      passed its wait: 1 is complete), then the row's mass, the writes.
 // f32 logits, V a multiple of 4, no masks: the timing of the structure,
 // against the library's one-cluster-a-row kernel (ingot bench: 5.11 us at
-// B = 1, V = 151936 on the H200).
+// B = 1, V = 151936 on the H200). Session 27 wrote a TWO-kernel form (k_stats,
+// k_write2 below), session 28 ran both (docs/perf-notes.md: H100, 4.28 against
+// 3.80 us at B = 1).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
 //     dev/cuda/split_softmax_probe.cu -o build/split_softmax_probe
 #include <cuda_runtime.h>
@@ -104,13 +106,10 @@ __device__ __forceinline__ void weights(const Args &a, float m, float4 v[kMaxGro
   }
 }
 
+/* the thread's argmax key over its groups (0: none finite) */
 template <int kMaxGroups>
-__global__ void __launch_bounds__(kThreads) k_max(const Args a) {
-  pdl_wait();
-  pdl_go();
-  const Chunk k = chunk_of(a);
-  float4 v[kMaxGroups];
-  load<kMaxGroups>(a, k, v);
+__device__ __forceinline__ unsigned long long thread_best(const Chunk &k,
+                                                          const float4 v[kMaxGroups]) {
   unsigned long long best = 0;
 #pragma unroll
   for (int g = 0; g < kMaxGroups; g++) {
@@ -122,6 +121,17 @@ __global__ void __launch_bounds__(kThreads) k_max(const Args a) {
       best = q > best ? q : best;
     }
   }
+  return best;
+}
+
+template <int kMaxGroups>
+__global__ void __launch_bounds__(kThreads) k_max(const Args a) {
+  pdl_wait();
+  pdl_go();
+  const Chunk k = chunk_of(a);
+  float4 v[kMaxGroups];
+  load<kMaxGroups>(a, k, v);
+  unsigned long long best = thread_best<kMaxGroups>(k, v);
   best = block_fold<true>(best);
   if (threadIdx.x == 0) a.keys[blockIdx.x] = best;
 }
@@ -164,6 +174,69 @@ __global__ void __launch_bounds__(kThreads) k_write(const Args a) {
   }
 }
 
+/* The TWO-kernel form (session 27), the shape of the split Triton softmax:
+ *   A. each block: its chunk's maximum m_c (as a key) and its mass relative to
+ *      it, sum of e^((x - m_c) / T) in fixed point -> keys, mass;
+ *   B. each block loads its chunk before its wait, then the row's maximum M
+ *      and Z = sum_c mass_c e^((m_c - M) / T) (double), and writes
+ *      e^((x - M) / T) / Z.
+ * Its Z depends on the chunks (each chunk's terms are rounded relative to its
+ * own maximum), so a library form would need chunks fixed by V (canonical
+ * segments, also in the dense kernel) to keep a row's bits batch-invariant. */
+template <int kMaxGroups>
+__global__ void __launch_bounds__(kThreads) k_stats(const Args a) {
+  pdl_wait();
+  pdl_go();
+  const Chunk k = chunk_of(a);
+  float4 v[kMaxGroups];
+  load<kMaxGroups>(a, k, v);
+  unsigned long long best = thread_best<kMaxGroups>(k, v);
+  __shared__ unsigned long long top;
+  best = block_fold<true>(best);
+  if (threadIdx.x == 0) top = best;
+  __syncthreads();
+  const float mc = value_of(top);
+  weights<kMaxGroups>(a, mc, v);
+  unsigned long long s = 0;
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; g++)
+    s += __float2ull_rn(((v[g].x + v[g].y) + (v[g].z + v[g].w)) * kUnit);
+  s = block_fold<false>(s);
+  if (threadIdx.x == 0) a.keys[blockIdx.x] = top, a.mass[blockIdx.x] = s;
+}
+
+template <int kMaxGroups>
+__global__ void __launch_bounds__(kThreads) k_write2(const Args a) {
+  const Chunk k = chunk_of(a);
+  float4 v[kMaxGroups];
+  load<kMaxGroups>(a, k, v); /* before the wait: k_stats waited for the logits */
+  pdl_wait();
+  pdl_go();
+  const float m = row_max(a, k);
+  double z = 0;
+  const double inv_t = 1.0 / (double)a.T;
+  for (int i = threadIdx.x; i < a.nch; i += kThreads) {
+    const size_t e = (size_t)k.row * a.nch + i;
+    z += (double)a.mass[e] * exp(((double)value_of(a.keys[e]) - m) * inv_t);
+  }
+  __shared__ double zs[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
+  if ((threadIdx.x & 31) == 0) zs[threadIdx.x >> 5] = z;
+  __syncthreads();
+  z = 0;
+  for (int i = 0; i < kThreads / 32; i++) z += zs[i];
+  weights<kMaxGroups>(a, m, v);
+  const float inv_z = (float)((double)kUnit / z);
+  float *out = a.p + (size_t)k.row * a.V + k.lo;
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; g++) {
+    const int j = 4 * threadIdx.x + g * 4 * kThreads;
+    if (j < k.n)
+      *reinterpret_cast<float4 *>(out + j) =
+          make_float4(v[g].x * inv_z, v[g].y * inv_z, v[g].z * inv_z, v[g].w * inv_z);
+  }
+}
+
 static cudaError_t launch(void (*kern)(const Args), const Args &a, int blocks, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -174,9 +247,15 @@ static cudaError_t launch(void (*kern)(const Args), const Args &a, int blocks, c
   return cudaLaunchKernelEx(&cfg, kern, a);
 }
 
-/* one softmax: the three kernels, for `groups` float4 groups a thread */
+/* one softmax: the three kernels (or the two of the two-kernel form), for
+ * `groups` float4 groups a thread */
+static bool two_kernels = false;
 template <int G>
 static cudaError_t call_g(const Args &a, int blocks, cudaStream_t s) {
+  if (two_kernels) {
+    cudaError_t e = launch(k_stats<G>, a, blocks, s);
+    return e == cudaSuccess ? launch(k_write2<G>, a, blocks, s) : e;
+  }
   cudaError_t e = launch(k_max<G>, a, blocks, s);
   if (e == cudaSuccess) e = launch(k_mass<G>, a, blocks, s);
   if (e == cudaSuccess) e = launch(k_write<G>, a, blocks, s);
@@ -212,10 +291,13 @@ int main() {
   CHECK(cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  printf("split softmax, V = %d, 3 kernels chained by PDL, %d calls a graph\n", V, calls);
+  for (int kernels : {3, 2}) {
+  two_kernels = kernels == 2;
+  printf("split softmax, V = %d, %d kernels chained by PDL, %d calls a graph\n", V, kernels,
+         calls);
   printf("%3s %5s %6s %7s %9s %12s\n", "B", "nch", "chunk", "blocks", "us/call", "max rel err");
-  for (int B : {1, 2, 3, 4, 8}) {
-    for (int nch : {19, 24, 33, 44, 66, 88, 132, 264}) {
+  for (int B : {1, 2, 4}) {
+    for (int nch : {66, 132, 264}) {
       if (B * nch > 4096) continue;
       Args a = {x, p, keys, mass, V, 0, 0, 0.8f};
       a.chunk = ((V + nch - 1) / nch + 3) / 4 * 4;
@@ -250,6 +332,7 @@ int main() {
       CHECK(cudaGraphExecDestroy(exec));
       CHECK(cudaGraphDestroy(g));
     }
+  }
   }
   return 0;
 }
