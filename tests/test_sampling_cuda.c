@@ -11,6 +11,7 @@
  *   - batch invariance on the GPU, bit for bit;
  *   - the seed's masked rows against a float64 softmax;
  *   - a bad per-row value: token -1 and BAD_PARAMETER on that row only;
+ *   - bad arguments: the named error, nothing written (device buffers);
  *   - graph capture and replay with new seeds, positions and masks == eager.
  * Half the random batches pass no top_k / top_p / min_p tensor (and most of
  * those no top-n output): that is the dense kernel (src/cuda/sampling_dense.cu)
@@ -477,6 +478,31 @@ static int test_sample_vs_cpu(void) {
          "top-p rows)\n",
          (long long)t.rows, (long long)t.topp_rows, (long long)t.token_diffs,
          t.topp_rows ? 100.0 * (double)t.token_diffs / (double)t.topp_rows : 0.0);
+  EXPECT(t.token_diffs * 100 <= t.topp_rows + 1, "too many top-p boundary differences: %lld",
+         (long long)t.token_diffs);
+  return 0;
+}
+
+/* The CPU / CUDA agreement over many draws, reported as a fraction of all
+ * draws: language-model-like rows (one shift and spread a row, no masks),
+ * every temperature make_batch picks (greedy to 5e9), top-k / top-p / min-p
+ * mixes, f32 / bf16 / f16, both kernels. A token may differ only on a top-p
+ * row whose cumulative mass lands within rounding of p (compare); every
+ * other draw must be the CPU's. */
+static int test_agreement(void) {
+  static const ingot_dtype dts[] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
+  tally t = {0, 0, 0, 0};
+  for (int rep = 0; rep < (quick ? 1 : 12); rep++) {
+    batch b;
+    make_batch(&b, 256, 32768, dts[rep % 3], 1, 0);
+    b.want_logprobs = kWantBoth;
+    sample_compared(&b, &t, "agreement");
+    free_batch(&b);
+  }
+  printf("  agreement: %lld draws (%lld on top-p rows), %lld tokens differ from the CPU: %.3g%% "
+         "of all draws\n",
+         (long long)t.rows, (long long)t.topp_rows, (long long)t.token_diffs,
+         100.0 * (double)t.token_diffs / (double)t.rows);
   EXPECT(t.token_diffs * 100 <= t.topp_rows + 1, "too many top-p boundary differences: %lld",
          (long long)t.token_diffs);
   return 0;
@@ -1197,8 +1223,10 @@ static int test_seed_rows_vs_float64(void) {
   static const int64_t Vs[] = {151936, 201088, 262144};
   static const int64_t Bs[] = {1, 3, 8};
   double worst = 0;
+  /* row r takes mask (r + shift) % 3: B = 1 runs once per mask */
   for (int vi = 0; vi < 3; vi++)
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < 3; bi++)
+      for (int shift = 0; shift < (Bs[bi] == 1 ? 3 : 1); shift++) {
       batch b;
       make_batch(&b, Bs[bi], Vs[vi], INGOT_DTYPE_F32, 1, 0);
       if ((vi + bi) % 2) set_no_filters(&b); else b.no_filters = 0;
@@ -1207,7 +1235,7 @@ static int test_seed_rows_vs_float64(void) {
                           (int64_t)(test_rand() % V)};
       for (int64_t r = 0; r < b.B; r++) {
         b.temperature[r] = 1.0f, b.top_k[r] = 0, b.top_p[r] = 1.0f, b.min_p[r] = 0.0f;
-        int kind = (int)(r % 3);
+        int kind = (int)((r + shift) % 3);
         float *row = (float *)b.logits + r * b.stride;
         for (int64_t i = 0; i < V; i++) {
           int masked = kind == 0 ? i < 16384
@@ -2070,6 +2098,120 @@ static int test_capture_first_call(void) {
   return 0;
 }
 
+/* Bad arguments on the CUDA backend, with device buffers: each call returns
+ * the named error before any launch, and no output (tokens, statuses, both
+ * log-probabilities, top-n ids and log-probabilities, probabilities) nor the
+ * workspace holds anything but the 0x7f fill afterwards. tests/test_sampling.c
+ * covers every check on the CPU backend; the checks are the backend-agnostic
+ * ones of src/core, this confirms them with device memory. (A bad per-row
+ * value in a device array is not an error but a row flag: bad_parameter_row.) */
+static int test_rejects_bad_input(void) {
+  /* V >= 32768: the CUDA workspaces are not empty (below it they are 0 bytes) */
+  const int64_t B = 3, V = 40000, W = (V + 31) / 32, N = 4;
+  float *h = xcalloc((size_t)(B * V) * 4), temp[3] = {1.0f, 0.5f, 0.0f};
+  uint32_t *words = xcalloc((size_t)(B * W) * 4);
+  for (int64_t i = 0; i < B * V; i++) h[i] = (float)rand_normal();
+  memset(words, 0xff, (size_t)(B * W) * 4);
+  float *dl = dev_copy(h, (size_t)(B * V) * 4), *dT = dev_copy(temp, sizeof temp);
+  void *dA = dev_copy(words, (size_t)(B * W) * 4);
+  size_t need = 0, need_sm = 0;
+  /* (a call with top-n outputs needs none: the wide sampler does not take it) */
+  EXPECT_OK(gpu, ingot_sample_workspace_size(gpu, B, V, INGOT_DTYPE_F32, 0, &need));
+  EXPECT_OK(gpu, ingot_sampling_softmax_workspace_size(gpu, B, V, INGOT_DTYPE_F32, &need_sm));
+  REQUIRE(need > 0 && need_sm > 0, "workspace sizes %zu %zu: nothing to cut short", need, need_sm);
+  const size_t ws_bytes = (need > need_sm ? need : need_sm) + 64;
+  /* outputs and workspace: the 0x7f fill */
+  void *out[] = {dev_copy(NULL, B * 4), dev_copy(NULL, B * 4),       dev_copy(NULL, B * 4),
+                 dev_copy(NULL, B * 4), dev_copy(NULL, B * N * 4),   dev_copy(NULL, B * N * 4),
+                 dev_copy(NULL, (size_t)(B * V) * 4), dev_copy(NULL, ws_bytes)};
+  const size_t out_bytes[] = {B * 4, B * 4, B * 4, B * 4, B * N * 4, B * N * 4,
+                              (size_t)(B * V) * 4, ws_bytes};
+  char *ws = out[7];
+  ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
+               tT = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B),
+               tA = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W, W),
+               tTok = ingot_tensor_1d(out[0], INGOT_DTYPE_I32, B),
+               tSt = ingot_tensor_1d(out[1], INGOT_DTYPE_U32, B),
+               tLp = ingot_tensor_1d(out[2], INGOT_DTYPE_F32, B),
+               tRaw = ingot_tensor_1d(out[3], INGOT_DTYPE_F32, B),
+               tIds = ingot_tensor_2d(out[4], INGOT_DTYPE_I32, B, N, N),
+               tTop = ingot_tensor_2d(out[5], INGOT_DTYPE_F32, B, N, N),
+               tP = ingot_tensor_2d(out[6], INGOT_DTYPE_F32, B, V, V), t;
+  ingot_sampling_params pr = INGOT_SAMPLING_PARAMS_INITIALIZER, pb;
+  pr.temperature = &tT, pr.allowed = &tA;
+  ingot_sampling_logprobs lps = INGOT_SAMPLING_LOGPROBS_INITIALIZER;
+  lps.token_logprob = &tLp, lps.token_raw_logprob = &tRaw;
+  const ingot_sampling_logprobs plain = lps; /* without top-n: the workspace counts */
+  lps.top_ids = &tIds, lps.top_logprobs = &tTop;
+  struct CUstream_st *s = (struct CUstream_st *)stream;
+  float host_logits[8] = {0};
+#define REJECTS(call, want, needle)                                                          \
+  do {                                                                                       \
+    ingot_status st_ = (call);                                                               \
+    const char *msg_ = ingot_last_error(gpu);                                                \
+    EXPECT(st_ == (want), "%s: status %s (%s)", #call, ingot_status_name(st_), msg_);        \
+    EXPECT(strstr(msg_, needle) != NULL, "%s: \"%s\" does not name \"%s\"", #call, msg_,     \
+           needle);                                                                          \
+  } while (0)
+#define SAMPLE(l, p, tok, ws_, bytes) ingot_sample(gpu, l, p, tok, &tSt, &lps, ws_, bytes, s)
+#define SOFTMAX(l, p, probs, ws_, bytes) ingot_sampling_softmax(gpu, l, p, probs, &tSt, ws_, bytes, s)
+  const ingot_status bad = INGOT_STATUS_INVALID_ARGUMENT, short_ws = INGOT_STATUS_INSUFFICIENT_WORKSPACE;
+  /* V = 0 */
+  t = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, 0, V);
+  REJECTS(SAMPLE(&t, &pr, &tTok, ws, need), bad, "logits: shape[1] = 0");
+  REJECTS(SOFTMAX(&t, &pr, &tP, ws, need_sm), bad, "logits: shape[1] = 0");
+  /* bitmask width != ceil(V / 32) */
+  pb = pr, t = ingot_tensor_2d(dA, INGOT_DTYPE_U32, B, W - 1, W), pb.allowed = &t;
+  REJECTS(SAMPLE(&tl, &pb, &tTok, ws, need), bad, "allowed: shape[1]");
+  REJECTS(SOFTMAX(&tl, &pb, &tP, ws, need_sm), bad, "allowed: shape[1]");
+  /* shape mismatches */
+  pb = pr, t = ingot_tensor_1d(dT, INGOT_DTYPE_F32, B - 1), pb.temperature = &t;
+  REJECTS(SAMPLE(&tl, &pb, &tTok, ws, need), bad, "temperature: shape[0] = 2");
+  t = ingot_tensor_1d(out[0], INGOT_DTYPE_I32, B - 1);
+  REJECTS(SAMPLE(&tl, &pr, &t, ws, need), bad, "tokens: shape[0] = 2");
+  t = ingot_tensor_2d(out[6], INGOT_DTYPE_F32, B, V - 1, V);
+  REJECTS(SOFTMAX(&tl, &pr, &t, ws, need_sm), bad, "probs: shape[1]");
+  /* workspace too small, NULL */
+  REJECTS(ingot_sample(gpu, &tl, &pr, &tTok, &tSt, &plain, ws, need - 1, s), short_ws,
+          "workspace");
+  REJECTS(SOFTMAX(&tl, &pr, &tP, ws, need_sm - 1), short_ws, "workspace");
+  REJECTS(ingot_sample(gpu, &tl, &pr, &tTok, &tSt, &plain, NULL, need, s), bad,
+          "workspace: NULL");
+  /* null pointers */
+  REJECTS(SAMPLE(NULL, &pr, &tTok, ws, need), bad, "logits: NULL");
+  REJECTS(SAMPLE(&tl, &pr, NULL, ws, need), bad, "tokens: NULL");
+  REJECTS(SOFTMAX(&tl, &pr, NULL, ws, need_sm), bad, "probs: NULL");
+  t = ingot_tensor_2d(NULL, INGOT_DTYPE_F32, B, V, V);
+  REJECTS(SAMPLE(&t, &pr, &tTok, ws, need), bad, "logits: data is NULL");
+  /* pageable host memory on a CUDA context */
+  t = ingot_tensor_2d(host_logits, INGOT_DTYPE_F32, 2, 4, 4);
+  {
+    ingot_tensor t2 = ingot_tensor_1d(out[0], INGOT_DTYPE_I32, 2);
+    REJECTS(ingot_sample(gpu, &t, NULL, &t2, NULL, NULL, ws, need, s), bad, "pageable host memory");
+  }
+  /* outputs that overlap each other or an input */
+  t = ingot_tensor_1d(out[0], INGOT_DTYPE_U32, B);
+  REJECTS(ingot_sample(gpu, &tl, &pr, &tTok, &t, &lps, ws, need, s), bad, "row_status: overlaps tokens");
+  t = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V);
+  REJECTS(SOFTMAX(&tl, &pr, &t, ws, need_sm), bad, "probs: overlaps logits");
+#undef SAMPLE
+#undef SOFTMAX
+#undef REJECTS
+  CUDA_OK(cudaDeviceSynchronize());
+  for (size_t k = 0; k < sizeof out / sizeof out[0]; k++) {
+    unsigned char *back = xcalloc(out_bytes[k]);
+    CUDA_OK(cudaMemcpy(back, out[k], out_bytes[k], cudaMemcpyDeviceToHost));
+    size_t i = 0;
+    while (i < out_bytes[k] && back[i] == 0x7f) i++;
+    EXPECT(i == out_bytes[k], "buffer %zu written at byte %zu by a rejected call", k, i);
+    free(back);
+  }
+  for (size_t k = 0; k < sizeof out / sizeof out[0]; k++) cudaFree(out[k]);
+  cudaFree(dl), cudaFree(dT), cudaFree(dA);
+  free(h), free(words);
+  return 0;
+}
+
 int main(void) {
   test_init("test_sampling_cuda");
   quick = getenv("INGOT_TEST_QUICK") != NULL;
@@ -2085,6 +2227,7 @@ int main(void) {
          gpu->sampling_max_cluster, gpu->sampling_dynamic_smem, gpu->sampling_dense_cluster,
          gpu->sampling_dense_smem);
   test_run("sample_vs_cpu", test_sample_vs_cpu);
+  test_run("agreement", test_agreement);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);
   test_run("mixed_rows", test_mixed_rows);
   test_run("small_vocab_topk", test_small_vocab_topk);
@@ -2109,6 +2252,7 @@ int main(void) {
   test_run("graph_replay", test_graph_replay);
   test_run("chained_calls", test_chained_calls);
   test_run("capture_first_call", test_capture_first_call);
+  test_run("rejects_bad_input", test_rejects_bad_input);
   cudaStreamDestroy(stream);
   ingot_context_destroy(cpu);
   ingot_context_destroy(gpu);
