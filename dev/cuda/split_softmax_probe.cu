@@ -13,7 +13,8 @@
 // against the library's one-cluster-a-row kernel (ingot bench: 5.11 us at
 // B = 1, V = 151936 on the H200). Session 27 wrote a TWO-kernel form (k_stats,
 // k_write2 below), session 28 ran both (docs/perf-notes.md: H100, 4.28 against
-// 3.80 us at B = 1).
+// 3.80 us at B = 1) and then moved the kernels' shared steps into helpers
+// (compiled, not run again).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
 //     dev/cuda/split_softmax_probe.cu -o build/split_softmax_probe
 #include <cuda_runtime.h>
@@ -124,15 +125,42 @@ __device__ __forceinline__ unsigned long long thread_best(const Chunk &k,
   return best;
 }
 
+/* After the wait: the block's chunk into v, and the chunk's argmax key
+ * (valid in thread 0: block_fold) */
 template <int kMaxGroups>
-__global__ void __launch_bounds__(kThreads) k_max(const Args a) {
+__device__ __forceinline__ unsigned long long load_and_fold(const Args &a, const Chunk &k,
+                                                            float4 v[kMaxGroups]) {
   pdl_wait();
   pdl_go();
+  load<kMaxGroups>(a, k, v);
+  return block_fold<true>(thread_best<kMaxGroups>(k, v));
+}
+
+/* The chunk into v BEFORE the wait (the kernel before has waited for the
+ * logits), then the wait. */
+template <int kMaxGroups>
+__device__ __forceinline__ void load_then_wait(const Args &a, const Chunk &k,
+                                               float4 v[kMaxGroups]) {
+  load<kMaxGroups>(a, k, v);
+  pdl_wait();
+  pdl_go();
+}
+
+/* The block's fixed-point mass of its weights v (valid in thread 0) */
+template <int kMaxGroups>
+__device__ __forceinline__ unsigned long long chunk_mass(const float4 v[kMaxGroups]) {
+  unsigned long long s = 0;
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; g++)
+    s += __float2ull_rn(((v[g].x + v[g].y) + (v[g].z + v[g].w)) * kUnit);
+  return block_fold<false>(s);
+}
+
+template <int kMaxGroups>
+__global__ void __launch_bounds__(kThreads) k_max(const Args a) {
   const Chunk k = chunk_of(a);
   float4 v[kMaxGroups];
-  load<kMaxGroups>(a, k, v);
-  unsigned long long best = thread_best<kMaxGroups>(k, v);
-  best = block_fold<true>(best);
+  const unsigned long long best = load_and_fold<kMaxGroups>(a, k, v);
   if (threadIdx.x == 0) a.keys[blockIdx.x] = best;
 }
 
@@ -140,16 +168,24 @@ template <int kMaxGroups>
 __global__ void __launch_bounds__(kThreads) k_mass(const Args a) {
   const Chunk k = chunk_of(a);
   float4 v[kMaxGroups];
-  load<kMaxGroups>(a, k, v); /* before the wait: k_max waited for the logits */
-  pdl_wait();
-  pdl_go();
+  load_then_wait<kMaxGroups>(a, k, v); /* k_max waited for the logits */
   weights<kMaxGroups>(a, row_max(a, k), v);
-  unsigned long long s = 0;
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; g++)
-    s += __float2ull_rn(((v[g].x + v[g].y) + (v[g].z + v[g].w)) * kUnit);
-  s = block_fold<false>(s);
+  const unsigned long long s = chunk_mass<kMaxGroups>(v);
   if (threadIdx.x == 0) a.mass[blockIdx.x] = s;
+}
+
+/* p = w * inv_z of the block's chunk */
+template <int kMaxGroups>
+__device__ __forceinline__ void store_chunk(const Args &a, const Chunk &k,
+                                            const float4 v[kMaxGroups], float inv_z) {
+  float *out = a.p + (size_t)k.row * a.V + k.lo;
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; g++) {
+    const int j = 4 * threadIdx.x + g * 4 * kThreads;
+    if (j < k.n)
+      *reinterpret_cast<float4 *>(out + j) =
+          make_float4(v[g].x * inv_z, v[g].y * inv_z, v[g].z * inv_z, v[g].w * inv_z);
+  }
 }
 
 template <int kMaxGroups>
@@ -164,14 +200,7 @@ __global__ void __launch_bounds__(kThreads) k_write(const Args a) {
   for (int i = threadIdx.x; i < a.nch; i += kThreads) z += a.mass[(size_t)k.row * a.nch + i];
   z = block_fold<false>(z);
   const float inv_z = (float)((double)kUnit / (double)z);
-  float *out = a.p + (size_t)k.row * a.V + k.lo;
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; g++) {
-    const int j = 4 * threadIdx.x + g * 4 * kThreads;
-    if (j < k.n)
-      *reinterpret_cast<float4 *>(out + j) =
-          make_float4(v[g].x * inv_z, v[g].y * inv_z, v[g].z * inv_z, v[g].w * inv_z);
-  }
+  store_chunk<kMaxGroups>(a, k, v, inv_z);
 }
 
 /* The TWO-kernel form (session 27), the shape of the split Triton softmax:
@@ -185,23 +214,15 @@ __global__ void __launch_bounds__(kThreads) k_write(const Args a) {
  * segments, also in the dense kernel) to keep a row's bits batch-invariant. */
 template <int kMaxGroups>
 __global__ void __launch_bounds__(kThreads) k_stats(const Args a) {
-  pdl_wait();
-  pdl_go();
   const Chunk k = chunk_of(a);
   float4 v[kMaxGroups];
-  load<kMaxGroups>(a, k, v);
-  unsigned long long best = thread_best<kMaxGroups>(k, v);
+  const unsigned long long best = load_and_fold<kMaxGroups>(a, k, v);
   __shared__ unsigned long long top;
-  best = block_fold<true>(best);
   if (threadIdx.x == 0) top = best;
   __syncthreads();
   const float mc = value_of(top);
   weights<kMaxGroups>(a, mc, v);
-  unsigned long long s = 0;
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; g++)
-    s += __float2ull_rn(((v[g].x + v[g].y) + (v[g].z + v[g].w)) * kUnit);
-  s = block_fold<false>(s);
+  const unsigned long long s = chunk_mass<kMaxGroups>(v);
   if (threadIdx.x == 0) a.keys[blockIdx.x] = top, a.mass[blockIdx.x] = s;
 }
 
@@ -209,9 +230,7 @@ template <int kMaxGroups>
 __global__ void __launch_bounds__(kThreads) k_write2(const Args a) {
   const Chunk k = chunk_of(a);
   float4 v[kMaxGroups];
-  load<kMaxGroups>(a, k, v); /* before the wait: k_stats waited for the logits */
-  pdl_wait();
-  pdl_go();
+  load_then_wait<kMaxGroups>(a, k, v); /* k_stats waited for the logits */
   const float m = row_max(a, k);
   double z = 0;
   const double inv_t = 1.0 / (double)a.T;
@@ -227,14 +246,7 @@ __global__ void __launch_bounds__(kThreads) k_write2(const Args a) {
   for (int i = 0; i < kThreads / 32; i++) z += zs[i];
   weights<kMaxGroups>(a, m, v);
   const float inv_z = (float)((double)kUnit / z);
-  float *out = a.p + (size_t)k.row * a.V + k.lo;
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; g++) {
-    const int j = 4 * threadIdx.x + g * 4 * kThreads;
-    if (j < k.n)
-      *reinterpret_cast<float4 *>(out + j) =
-          make_float4(v[g].x * inv_z, v[g].y * inv_z, v[g].z * inv_z, v[g].w * inv_z);
-  }
+  store_chunk<kMaxGroups>(a, k, v, inv_z);
 }
 
 static cudaError_t launch(void (*kern)(const Args), const Args &a, int blocks, cudaStream_t s) {
