@@ -808,15 +808,7 @@ static int test_gate_up(void) {
 
 /* ---- invalid arguments ---------------------------------------------------------------- */
 
-#define EXPECT_REJECT(call, needle)                                                          \
-  do {                                                                                       \
-    ingot_status st_ = (call);                                                               \
-    const char *msg_ = ingot_last_error(ctx);                                                \
-    EXPECT(st_ == INGOT_STATUS_INVALID_ARGUMENT, "%s: status %s (%s)", #call,                 \
-           ingot_status_name(st_), msg_);                                                    \
-    EXPECT(strstr(msg_, needle) != NULL, "%s: error text \"%s\" does not name \"%s\"", #call, \
-           msg_, needle);                                                                    \
-  } while (0)
+#define EXPECT_REJECT(call, needle) EXPECT_ERROR(ctx, call, INGOT_STATUS_INVALID_ARGUMENT, needle)
 
 static int test_invalid(void) {
   enum { R = 5, C = 32 };

@@ -618,14 +618,7 @@ static int test_empty_batch(void) {
 
 /* ---- invalid arguments ---------------------------------------------------------------- */
 
-#define EXPECT_FAIL(call, want, needle)                                                       \
-  do {                                                                                        \
-    ingot_status st_ = (call);                                                                \
-    const char *msg_ = ingot_last_error(ctx);                                                 \
-    EXPECT(st_ == (want), "%s: status %s (%s)", #call, ingot_status_name(st_), msg_);         \
-    EXPECT(strstr(msg_, needle) != NULL, "%s: error text \"%s\" does not name \"%s\"", #call, \
-           msg_, needle);                                                                     \
-  } while (0)
+#define EXPECT_FAIL(call, want, needle) EXPECT_ERROR(ctx, call, want, needle)
 #define EXPECT_REJECT(call, needle) EXPECT_FAIL(call, INGOT_STATUS_INVALID_ARGUMENT, needle)
 
 static int test_invalid(void) {

@@ -1507,14 +1507,7 @@ static int test_dtypes_and_strides(void) {
 
 /* ---- bad arguments ------------------------------------------------------------------------------- */
 
-#define EXPECT_FAIL(call, want_status, needle)                                                  \
-  do {                                                                                           \
-    ingot_status st_ = (call);                                                                   \
-    const char *msg_ = ingot_last_error(ctx);                                                    \
-    EXPECT(st_ == (want_status), "%s: status %s (%s)", #call, ingot_status_name(st_), msg_);     \
-    EXPECT(strstr(msg_, needle) != NULL, "%s: error text \"%s\" does not name \"%s\"", #call,    \
-           msg_, needle);                                                                        \
-  } while (0)
+#define EXPECT_FAIL(call, want_status, needle) EXPECT_ERROR(ctx, call, want_status, needle)
 #define EXPECT_REJECT(call, needle) EXPECT_FAIL(call, INGOT_STATUS_INVALID_ARGUMENT, needle)
 
 static int test_invalid_arguments(void) {

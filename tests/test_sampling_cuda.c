@@ -484,7 +484,7 @@ static int test_sample_vs_cpu(void) {
 }
 
 /* The CPU / CUDA agreement over many draws, reported as a fraction of all
- * draws: language-model-like rows (one shift and spread a row, no masks),
+ * draws: rows of normal logits (a shift and a spread of their own, no masks),
  * every temperature make_batch picks (greedy to 5e9), top-k / top-p / min-p
  * mixes, f32 / bf16 / f16, both kernels. A token may differ only on a top-p
  * row whose cumulative mass lands within rounding of p (compare); every
@@ -2145,14 +2145,7 @@ static int test_rejects_bad_input(void) {
   lps.top_ids = &tIds, lps.top_logprobs = &tTop;
   struct CUstream_st *s = (struct CUstream_st *)stream;
   float host_logits[8] = {0};
-#define REJECTS(call, want, needle)                                                          \
-  do {                                                                                       \
-    ingot_status st_ = (call);                                                               \
-    const char *msg_ = ingot_last_error(gpu);                                                \
-    EXPECT(st_ == (want), "%s: status %s (%s)", #call, ingot_status_name(st_), msg_);        \
-    EXPECT(strstr(msg_, needle) != NULL, "%s: \"%s\" does not name \"%s\"", #call, msg_,     \
-           needle);                                                                          \
-  } while (0)
+#define REJECTS(call, want, needle) EXPECT_ERROR(gpu, call, want, needle)
 #define SAMPLE(l, p, tok, ws_, bytes) ingot_sample(gpu, l, p, tok, &tSt, &lps, ws_, bytes, s)
 #define SOFTMAX(l, p, probs, ws_, bytes) ingot_sampling_softmax(gpu, l, p, probs, &tSt, ws_, bytes, s)
   const ingot_status bad = INGOT_STATUS_INVALID_ARGUMENT, short_ws = INGOT_STATUS_INSUFFICIENT_WORKSPACE;

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ingot/ingot.h"
 
@@ -52,6 +53,17 @@ int test_failures_in_current(void);
   } while (0)
 
 #define EXPECT_OK(ctx, st) EXPECT_STATUS(ctx, st, INGOT_STATUS_SUCCESS)
+
+/* Expects `call` to fail with status want and an error text (ctx's last)
+ * that contains needle: the argument's name and value. */
+#define EXPECT_ERROR(ctx, call, want, needle)                                                 \
+  do {                                                                                        \
+    ingot_status st_ = (call);                                                                \
+    const char *msg_ = ingot_last_error(ctx);                                                 \
+    EXPECT(st_ == (want), "%s: status %s (%s)", #call, ingot_status_name(st_), msg_);         \
+    EXPECT(strstr(msg_, needle) != NULL, "%s: error text \"%s\" does not name \"%s\"", #call, \
+           msg_, needle);                                                                     \
+  } while (0)
 
 /* Fails the current test and returns from it if the condition is false. */
 #define REQUIRE(cond, ...)                                  \
