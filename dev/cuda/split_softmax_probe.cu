@@ -14,7 +14,7 @@
 // B = 1, V = 151936 on the H200). Session 27 wrote a TWO-kernel form (k_stats,
 // k_write2 below), session 28 ran both (docs/perf-notes.md: H100, 4.28 against
 // 3.80 us at B = 1; thread_best as here) and then moved the kernels' other
-// shared steps into helpers (compiled, not run again).
+// shared steps into helpers (session 29 ran them on an H100: 4.27 / 3.78 us).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
 //     dev/cuda/split_softmax_probe.cu -o build/split_softmax_probe
 #include <cuda_runtime.h>
