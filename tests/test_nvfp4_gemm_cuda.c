@@ -3,8 +3,8 @@
  * reference backend (which is exact: the correctly rounded dot product).
  *
  *   gelu_bits / div_bits  the GeGLU epilogue's branch-free gelu_tanh and
- *                  fast-path division (through development hooks in
- *                  src/cuda/nvfp4_gemm.cu) bit for bit against the CPU's
+ *                  fast-path division (the test kernels of
+ *                  tests/cuda/nvfp4_epilogue_kernels.cu) bit for bit against the CPU's
  *                  ingot_gelu_tanh and IEEE division, 2^22 inputs each.
  *   gemm_grid      M in {1, 17, 128, 784, 968} x K in {64, 2048, 16384} x
  *                  N in {64, 2048, 32768}, F32 out; relative L2 < 1e-5 over
@@ -55,12 +55,12 @@ int main(void) {
 #include "common/nvfp4_ref.h"
 #include "core/internal.h"
 
-/* Development hook in src/cuda/nvfp4_gemm.cu: the GeGLU epilogue's gelu_tanh. */
-ingot_status ingot_cuda_nvfp4_dev_gelu(struct ingot_context *ctx, const float *g, float *out,
-                                       int64_t n, struct CUstream_st *stream);
-
-ingot_status ingot_cuda_nvfp4_dev_div(struct ingot_context *ctx, const float *n, const float *d,
-                                      float *out, int64_t count, struct CUstream_st *stream);
+/* Test kernels (tests/cuda/nvfp4_epilogue_kernels.cu): the GeGLU epilogue's gelu_tanh
+ * and its fast division, element by element. */
+ingot_status ingot_test_epilogue_gelu(struct ingot_context *ctx, const float *g, float *out,
+                                      int64_t n, struct CUstream_st *stream);
+ingot_status ingot_test_epilogue_div(struct ingot_context *ctx, const float *n, const float *d,
+                                     float *out, int64_t count, struct CUstream_st *stream);
 
 static ingot_context_t cpu, gpu;
 static cudaStream_t stream;
@@ -692,7 +692,7 @@ static int test_gelu_bits(void) {
   CUDA_OK(cudaMalloc((void **)&dg, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMalloc((void **)&dout, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMemcpy(dg, g, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-  EXPECT_OK(gpu, ingot_cuda_nvfp4_dev_gelu(gpu, dg, dout, n, stream));
+  EXPECT_OK(gpu, ingot_test_epilogue_gelu(gpu, dg, dout, n, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   CUDA_OK(cudaMemcpy(got, dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
   int64_t bad = 0;
@@ -735,7 +735,7 @@ static int test_div_bits(void) {
   CUDA_OK(cudaMalloc((void **)&dout, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMemcpy(da, a, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(db, b, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-  EXPECT_OK(gpu, ingot_cuda_nvfp4_dev_div(gpu, da, db, dout, n, stream));
+  EXPECT_OK(gpu, ingot_test_epilogue_div(gpu, da, db, dout, n, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   CUDA_OK(cudaMemcpy(got, dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
   int64_t bad = 0;

@@ -41,6 +41,7 @@ int main(void) {
 
 #include "common/numeric.h" /* 16-bit logits as fp32 */
 #include "core/internal.h"   /* to print the kernels' geometry limits */
+#include "cuda/cuda_state.h"  /* the sampling paths the context set up */
 
 static ingot_context_t cpu, gpu;
 static cudaStream_t stream;
@@ -714,7 +715,7 @@ static int test_softmax_half(void) {
     int64_t B = cases[k].B;
     if (B == 0) { /* the dense kernel's blocks a row (dense_geometry) */
       int64_t c = (cases[k].V + 4095) / 4096;
-      if (c > gpu->sampling_dense_cluster) c = gpu->sampling_dense_cluster;
+      if (c > gpu->cuda->sampling.dense_cluster) c = gpu->cuda->sampling.dense_cluster;
       B = 3 * gpu->sm_count / c + 1;
     }
     if (quick && B * cases[k].V > 2000000) continue;
@@ -1409,7 +1410,7 @@ static int test_draw_segments(void) {
  * neither kernel there: NOT_SUPPORTED before launch, never a failed launch
  * of a kernel chosen by the wrong kernel's size. */
 static int test_dense_kernel_fits(void) {
-  const int big = gpu->sampling_dense_cluster == 16 && gpu->sampling_dense_smem >= 200 * 1024;
+  const int big = gpu->cuda->sampling.dense_cluster == 16 && gpu->cuda->sampling.dense_smem >= 200 * 1024;
   tally t = {0, 0, 0, 0};
   for (int form = 0; form < 3; form++) { /* plain, top-n 8, top-k 50 + top-p 0.9 */
     batch b;
@@ -1443,7 +1444,7 @@ static int test_dense_blocks_per_sm(void) {
   int device = 0, sm_smem = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-  const int want = gpu->sampling_dense_cluster == 16 && sm_smem >= 233472 ? 3 : 1;
+  const int want = gpu->cuda->sampling.dense_cluster == 16 && sm_smem >= 233472 ? 3 : 1;
   static const ingot_dtype dts[] = {INGOT_DTYPE_F32, INGOT_DTYPE_BF16, INGOT_DTYPE_F16};
   static const int64_t vocabs[] = {151936, 262144};
   for (int softmax = 0; softmax < 2; softmax++)
@@ -1462,7 +1463,7 @@ static int test_dense_blocks_per_sm(void) {
       EXPECT(n >= want_half, "16-bit softmax %s V=%lld: %d blocks a SM, want %d",
              ingot_dtype_name(dts[d]), (long long)vocabs[v], n, want_half);
     }
-  EXPECT(gpu->sampling_half || !gpu->sampling_dense_cluster, "the 16-bit softmax is not set up");
+  EXPECT(gpu->cuda->sampling.half || !gpu->cuda->sampling.dense_cluster, "the 16-bit softmax is not set up");
   printf("  dense kernels at V = 151936 and 262144: >= %d blocks a SM (16-bit softmax: >= %d)\n",
          want, want_half);
   return 0;
@@ -2217,8 +2218,8 @@ int main(void) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   printf("  CUDA sampling: up to %d blocks per row (cluster), %d bytes of shared memory each; "
          "dense kernel: %d blocks, %d bytes\n",
-         gpu->sampling_max_cluster, gpu->sampling_dynamic_smem, gpu->sampling_dense_cluster,
-         gpu->sampling_dense_smem);
+         gpu->cuda->sampling.max_cluster, gpu->cuda->sampling.dynamic_smem, gpu->cuda->sampling.dense_cluster,
+         gpu->cuda->sampling.dense_smem);
   test_run("sample_vs_cpu", test_sample_vs_cpu);
   test_run("agreement", test_agreement);
   test_run("softmax_vs_cpu", test_softmax_vs_cpu);

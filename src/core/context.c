@@ -62,6 +62,7 @@ ingot_status ingot_context_create(ingot_backend backend, int device, ingot_conte
     size_t n = strlen(op);
     if (strncmp(reason, op, n) == 0 && reason[n] == ':' && reason[n + 1] == ' ') reason += n + 2;
     ingot_core_fail(NULL, st, op, "%s", reason);
+    if (ops->context_fini) ops->context_fini(ctx); /* frees what init made before failing */
     free(ctx);
     return st;
   }

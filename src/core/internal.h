@@ -23,6 +23,7 @@ extern "C" {
 #define INGOT_ERROR_TEXT_BYTES 512
 
 struct ingot_backend_ops;
+struct ingot_cuda_state;
 
 struct ingot_context {
   ingot_backend backend;
@@ -33,17 +34,7 @@ struct ingot_context {
   int cc_major, cc_minor;
   int pageable_memory_access; /* device can read plain host memory (HMM/ATS) */
   int detect_device_pointers; /* CPU context in a CUDA build with a GPU present */
-  uint32_t *device_errors;    /* CUDA: one device word of INGOT_DEVICE_ERROR_* bits */
-  uint32_t *device_errors_taken; /* CUDA: where the check reads the word out */
-  int smem_optin;             /* CUDA: shared memory a block may opt in to (bytes) */
-  int sampling_max_cluster;   /* CUDA: blocks per row the sampling kernels may use */
-  int sampling_dynamic_smem;  /* CUDA: their dynamic shared memory limit (bytes) */
-  int sampling_dense_cluster; /* CUDA: blocks per row of the dense path (0: unusable) */
-  int sampling_dense_smem;    /* CUDA: its dynamic shared memory limit (bytes) */
-  int sampling_half;          /* CUDA: the 16-bit softmax runs the dense path's clusters */
-  int sampling_pdl; /* CUDA: the sampling kernels run their sm_90 code (griddepcontrol): launch
-                     * them with programmatic dependent launch, and the wide softmax may run */
-  const char *sampling_init_error; /* CUDA: why the sampling kernels could not be set up */
+  struct ingot_cuda_state *cuda; /* the CUDA backend's own state (cuda/cuda_state.h); NULL on the CPU */
   const struct ingot_backend_ops *ops;
   char last_error[INGOT_ERROR_TEXT_BYTES];
 };
@@ -179,97 +170,20 @@ typedef struct ingot_sampling_output {
 
 /* ---- backend op table ---------------------------------------------------- */
 
+#include "core/ops.h" /* INGOT_BACKEND_OPS: the one op list */
+
+/* A backend: its name, its per-context set-up, and one entry per op of
+ * INGOT_BACKEND_OPS, in that order (backends fill it with the same list). */
 typedef struct ingot_backend_ops {
   const char *name;
   /* Fills device properties / allocates per-context resources. */
   ingot_status (*context_init)(struct ingot_context *ctx);
   void (*context_fini)(struct ingot_context *ctx);
   ingot_status (*check_device_errors)(struct ingot_context *ctx, struct CUstream_st *stream);
-
-  ingot_status (*ngram_row_ids)(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                                const ingot_ngram_batch *batch, ingot_ngram_rows rows,
-                                struct CUstream_st *stream);
-  ingot_status (*ngram_commit_context)(struct ingot_context *ctx,
-                                       const ingot_ngram_config *cfg,
-                                       const ingot_ngram_batch *batch,
-                                       struct CUstream_st *stream);
-  /* rows [T, H] -> out [T, H*D] */
-  ingot_status (*ngram_gather)(struct ingot_context *ctx, const int64_t *rows,
-                               int64_t rows_stride, int64_t num_tokens, int64_t num_heads,
-                               const ingot_ngram_table *table, ingot_bf16_matrix out,
-                               struct CUstream_st *stream);
-  ingot_status (*ngram_embed)(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                              const ingot_ngram_batch *batch, const ingot_ngram_table *table,
-                              ingot_bf16_matrix out, struct CUstream_st *stream);
-
-  /* NVFP4. global_scale points at one float in the context's memory. */
-  ingot_status (*nvfp4_global_scale)(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                     float *global_scale, struct CUstream_st *stream);
-  /* nonfinite_count may be NULL. Writes every value byte and every byte of
-   * the scale buffer (padding 0). */
-  ingot_status (*nvfp4_quantize)(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                 const float *global_scale, const ingot_nvfp4_packed *out,
-                                 uint32_t *nonfinite_count, struct CUstream_st *stream);
-  ingot_status (*nvfp4_dequantize)(struct ingot_context *ctx, const ingot_nvfp4_packed *in,
-                                   const float *global_scale, ingot_nvfp4_dense out,
-                                   struct CUstream_st *stream);
-  /* linear [rows, scale_cols_used] (byte row stride) <-> swizzled (all of
-   * scale_rows x scale_cols written by swizzle). */
-  ingot_status (*nvfp4_swizzle_scales)(struct ingot_context *ctx, const uint8_t *linear,
-                                       int64_t linear_stride, const ingot_nvfp4_packed *layout,
-                                       struct CUstream_st *stream);
-  ingot_status (*nvfp4_unswizzle_scales)(struct ingot_context *ctx,
-                                         const ingot_nvfp4_packed *layout, uint8_t *linear,
-                                         int64_t linear_stride, struct CUstream_st *stream);
-
-  /* NVFP4 GEMM / fused GeGLU. Entries may be NULL (NOT_SUPPORTED). Core has
-   * validated the shapes (K % 64, N % 64, 2H % 64) and the workspace size.
-   * gemm: d [M, N] <- a [M, K] x b [N, K]^T.
-   * geglu: h [M, H] (values + every scale byte) <- a [M, K] x w [2H, K]^T,
-   *        quantized with h_global_scale. */
-  ingot_status (*nvfp4_gemm_workspace_size)(struct ingot_context *ctx, int64_t m, int64_t n,
-                                            int64_t k, size_t *bytes);
-  ingot_status (*nvfp4_gemm)(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                             const ingot_nvfp4_operand *b, ingot_nvfp4_dense d,
-                             void *workspace, size_t workspace_bytes,
-                             struct CUstream_st *stream);
-  ingot_status (*nvfp4_geglu_workspace_size)(struct ingot_context *ctx, int64_t m,
-                                             int64_t hidden, int64_t k, size_t *bytes);
-  ingot_status (*nvfp4_geglu)(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                              const ingot_nvfp4_operand *w, const ingot_nvfp4_packed *h,
-                              const float *h_global_scale, void *workspace,
-                              size_t workspace_bytes, struct CUstream_st *stream);
-
-  /* Sampling. Entries may be NULL: core then returns NOT_SUPPORTED (see
-   * ingot_core_require_op). The size queries get validated shapes
-   * (batch >= 0, 1 <= vocab <= INT32_MAX, 0 <= num_top <= MAX_TOP); the ops
-   * get batch >= 1 and a workspace of at least the size their query gave. */
-  ingot_status (*sampling_softmax_workspace_size)(struct ingot_context *ctx, int64_t batch,
-                                                  int64_t vocab, ingot_dtype dtype,
-                                                  size_t *bytes);
-  /* probs [B, V] (row stride probs_stride); row_status may be NULL. */
-  ingot_status (*sampling_softmax)(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                   float *probs, int64_t probs_stride, uint32_t *row_status,
-                                   void *workspace, size_t workspace_bytes,
-                                   struct CUstream_st *stream);
-  ingot_status (*sample_workspace_size)(struct ingot_context *ctx, int64_t batch, int64_t vocab,
-                                        ingot_dtype dtype, int64_t num_top, size_t *bytes);
-  ingot_status (*sample)(struct ingot_context *ctx, const ingot_sampling_input *in,
-                         const ingot_sampling_output *out, void *workspace,
-                         size_t workspace_bytes, struct CUstream_st *stream);
+#define INGOT_OP_ENTRY(op, params) ingot_status(*op) params;
+  INGOT_BACKEND_OPS(INGOT_OP_ENTRY)
+#undef INGOT_OP_ENTRY
 } ingot_backend_ops;
-
-/* Generic dispatch guard for optional op-table entries: returns SUCCESS
- * when the context's backend has the entry (present != 0), else records
- * "<op>: not implemented on the <CPU|CUDA> backend yet" and returns
- * NOT_SUPPORTED. Use: ingot_core_require_op(ctx, op, ctx->ops->entry != NULL). */
-static inline ingot_status ingot_core_require_op(struct ingot_context *ctx, const char *op,
-                                                 int present) {
-  if (present) return INGOT_STATUS_SUCCESS;
-  return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
-                         "not implemented on the %s backend yet",
-                         ctx->backend == INGOT_BACKEND_CUDA ? "CUDA" : "CPU");
-}
 
 extern const ingot_backend_ops ingot_cpu_backend_ops;
 #ifdef INGOT_WITH_CUDA

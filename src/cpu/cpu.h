@@ -1,66 +1,11 @@
-/* CPU reference backend: one function per op, listed in backend.c's table. */
+/* CPU reference backend: ingot_cpu_<op> for every op of core/ops.h. */
 #ifndef INGOT_CPU_CPU_H
 #define INGOT_CPU_CPU_H
 
 #include "core/internal.h"
 
-ingot_status ingot_cpu_ngram_row_ids(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                                     const ingot_ngram_batch *batch, ingot_ngram_rows rows,
-                                     struct CUstream_st *stream);
-ingot_status ingot_cpu_ngram_commit_context(struct ingot_context *ctx,
-                                            const ingot_ngram_config *cfg,
-                                            const ingot_ngram_batch *batch,
-                                            struct CUstream_st *stream);
-ingot_status ingot_cpu_ngram_gather(struct ingot_context *ctx, const int64_t *rows,
-                                    int64_t rows_stride, int64_t num_tokens, int64_t num_heads,
-                                    const ingot_ngram_table *table, ingot_bf16_matrix out,
-                                    struct CUstream_st *stream);
-ingot_status ingot_cpu_ngram_embed(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                                   const ingot_ngram_batch *batch,
-                                   const ingot_ngram_table *table, ingot_bf16_matrix out,
-                                   struct CUstream_st *stream);
-
-ingot_status ingot_cpu_nvfp4_global_scale(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                          float *global_scale, struct CUstream_st *stream);
-ingot_status ingot_cpu_nvfp4_quantize(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                      const float *global_scale, const ingot_nvfp4_packed *out,
-                                      uint32_t *nonfinite_count, struct CUstream_st *stream);
-ingot_status ingot_cpu_nvfp4_dequantize(struct ingot_context *ctx, const ingot_nvfp4_packed *in,
-                                        const float *global_scale, ingot_nvfp4_dense out,
-                                        struct CUstream_st *stream);
-ingot_status ingot_cpu_nvfp4_swizzle_scales(struct ingot_context *ctx, const uint8_t *linear,
-                                            int64_t linear_stride,
-                                            const ingot_nvfp4_packed *layout,
-                                            struct CUstream_st *stream);
-ingot_status ingot_cpu_nvfp4_unswizzle_scales(struct ingot_context *ctx,
-                                              const ingot_nvfp4_packed *layout, uint8_t *linear,
-                                              int64_t linear_stride, struct CUstream_st *stream);
-
-ingot_status ingot_cpu_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int64_t m, int64_t n,
-                                                 int64_t k, size_t *bytes);
-ingot_status ingot_cpu_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                                  const ingot_nvfp4_operand *b, ingot_nvfp4_dense d,
-                                  void *workspace, size_t workspace_bytes,
-                                  struct CUstream_st *stream);
-ingot_status ingot_cpu_nvfp4_geglu_workspace_size(struct ingot_context *ctx, int64_t m,
-                                                  int64_t hidden, int64_t k, size_t *bytes);
-ingot_status ingot_cpu_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                                   const ingot_nvfp4_operand *w, const ingot_nvfp4_packed *h,
-                                   const float *h_global_scale, void *workspace,
-                                   size_t workspace_bytes, struct CUstream_st *stream);
-
-ingot_status ingot_cpu_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                                       int64_t vocab, ingot_dtype dtype,
-                                                       size_t *bytes);
-ingot_status ingot_cpu_sampling_softmax(struct ingot_context *ctx, const ingot_sampling_input *in,
-                                        float *probs, int64_t probs_stride, uint32_t *row_status,
-                                        void *workspace, size_t workspace_bytes,
-                                        struct CUstream_st *stream);
-ingot_status ingot_cpu_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                             int64_t vocab, ingot_dtype dtype, int64_t num_top,
-                                             size_t *bytes);
-ingot_status ingot_cpu_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
-                              const ingot_sampling_output *out, void *workspace,
-                              size_t workspace_bytes, struct CUstream_st *stream);
+#define INGOT_CPU_PROTOTYPE(op, params) ingot_status ingot_cpu_##op params;
+INGOT_BACKEND_OPS(INGOT_CPU_PROTOTYPE)
+#undef INGOT_CPU_PROTOTYPE
 
 #endif /* INGOT_CPU_CPU_H */

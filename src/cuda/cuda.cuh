@@ -1,75 +1,21 @@
-/* CUDA backend entry points, one per op (listed in backend.cu's table). */
+/* CUDA backend: ingot_cuda_<op> for every op of core/ops.h (cuda_backend.cu's table),
+ * the per-context set-up of each family, and the backend's own state. */
 #ifndef INGOT_CUDA_CUDA_CUH
 #define INGOT_CUDA_CUDA_CUH
 
 #include "core/internal.h"
+#include "cuda/cuda_state.h"
 
-ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                                      const ingot_ngram_batch *batch, ingot_ngram_rows rows,
-                                      struct CUstream_st *stream);
-ingot_status ingot_cuda_ngram_commit_context(struct ingot_context *ctx,
-                                             const ingot_ngram_config *cfg,
-                                             const ingot_ngram_batch *batch,
-                                             struct CUstream_st *stream);
-ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *rows,
-                                     int64_t rows_stride, int64_t num_tokens, int64_t num_heads,
-                                     const ingot_ngram_table *table, ingot_bf16_matrix out,
-                                     struct CUstream_st *stream);
-ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram_config *cfg,
-                                    const ingot_ngram_batch *batch,
-                                    const ingot_ngram_table *table, ingot_bf16_matrix out,
-                                    struct CUstream_st *stream);
+#define INGOT_CUDA_PROTOTYPE(op, params) ingot_status ingot_cuda_##op params;
+INGOT_BACKEND_OPS(INGOT_CUDA_PROTOTYPE)
+#undef INGOT_CUDA_PROTOTYPE
 
-ingot_status ingot_cuda_nvfp4_global_scale(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                           float *global_scale, struct CUstream_st *stream);
-ingot_status ingot_cuda_nvfp4_quantize(struct ingot_context *ctx, const ingot_nvfp4_source *x,
-                                       const float *global_scale, const ingot_nvfp4_packed *out,
-                                       uint32_t *nonfinite_count, struct CUstream_st *stream);
-ingot_status ingot_cuda_nvfp4_dequantize(struct ingot_context *ctx, const ingot_nvfp4_packed *in,
-                                         const float *global_scale, ingot_nvfp4_dense out,
-                                         struct CUstream_st *stream);
-ingot_status ingot_cuda_nvfp4_swizzle_scales(struct ingot_context *ctx, const uint8_t *linear,
-                                             int64_t linear_stride,
-                                             const ingot_nvfp4_packed *layout,
-                                             struct CUstream_st *stream);
-ingot_status ingot_cuda_nvfp4_unswizzle_scales(struct ingot_context *ctx,
-                                               const ingot_nvfp4_packed *layout, uint8_t *linear,
-                                               int64_t linear_stride, struct CUstream_st *stream);
-
-/* src/cuda/nvfp4_gemm.cu */
-ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int64_t m, int64_t n,
-                                                  int64_t k, size_t *bytes);
-ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                                   const ingot_nvfp4_operand *b, ingot_nvfp4_dense d,
-                                   void *workspace, size_t workspace_bytes,
-                                   struct CUstream_st *stream);
-ingot_status ingot_cuda_nvfp4_geglu_workspace_size(struct ingot_context *ctx, int64_t m,
-                                                   int64_t hidden, int64_t k, size_t *bytes);
-ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4_operand *a,
-                                    const ingot_nvfp4_operand *w, const ingot_nvfp4_packed *h,
-                                    const float *h_global_scale, void *workspace,
-                                    size_t workspace_bytes, struct CUstream_st *stream);
-
-/* Per-context set-up of the NVFP4 GEMM kernels (src/cuda/nvfp4_gemm.cu):
+/* Per-context set-up of the NVFP4 GEMM kernels (src/cuda/nvfp4/nvfp4_gemm.cu):
  * their dynamic shared memory limits, set once instead of on every call. */
 extern "C" void ingot_cuda_nvfp4_gemm_init(struct ingot_context *ctx);
 
-/* Sampling (src/cuda/sampling.cu). */
+/* Per-context set-up of the sampling kernels (src/cuda/sampling/). */
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx);
-ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                                        int64_t vocab, ingot_dtype dtype,
-                                                        size_t *bytes);
-ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
-                                         const ingot_sampling_input *in, float *probs,
-                                         int64_t probs_stride, uint32_t *row_status,
-                                         void *workspace, size_t workspace_bytes,
-                                         struct CUstream_st *stream);
-ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                              int64_t vocab, ingot_dtype dtype, int64_t num_top,
-                                              size_t *bytes);
-ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
-                               const ingot_sampling_output *out, void *workspace,
-                               size_t workspace_bytes, struct CUstream_st *stream);
 
 /* The dense kernel (src/cuda/sampling_dense.cu), for rows without a filter
  * (in ingot_sample calls with top-n outputs too, n <= dense_small_k) and

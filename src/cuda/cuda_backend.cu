@@ -3,6 +3,7 @@
  * word), pointer residency queries for core, and the op table.
  */
 #include <cstdio>
+#include <cstdlib>
 
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
@@ -45,6 +46,9 @@ static ingot_status cuda_context_init(struct ingot_context *ctx) {
   if (ctx->device >= count)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "device: %d, but %d CUDA device(s) are visible", ctx->device, count);
+  ctx->cuda = static_cast<ingot_cuda_state *>(calloc(1, sizeof(ingot_cuda_state)));
+  if (ctx->cuda == nullptr)
+    return ingot_core_fail(ctx, INGOT_STATUS_ALLOC_FAILED, op, "out of host memory");
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   cudaDeviceProp prop;
@@ -60,27 +64,28 @@ static ingot_status cuda_context_init(struct ingot_context *ctx) {
   INGOT_CUDA_TRY(ctx, op,
                  cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ctx->device));
   ctx->pageable_memory_access = pageable;
-  ctx->smem_optin = (int)prop.sharedMemPerBlockOptin;
+  ctx->cuda->smem_optin = (int)prop.sharedMemPerBlockOptin;
   ingot_cuda_nvfp4_gemm_init(ctx);
   ingot_cuda_sampling_init(ctx);
   void *word = nullptr;
   INGOT_CUDA_TRY(ctx, op, cudaMalloc(&word, 2 * sizeof(uint32_t)));
-  ctx->device_errors = static_cast<uint32_t *>(word);
-  ctx->device_errors_taken = ctx->device_errors + 1;
+  ctx->cuda->device_errors = static_cast<uint32_t *>(word);
+  ctx->cuda->device_errors_taken = ctx->cuda->device_errors + 1;
   cudaError_t e = cudaMemset(word, 0, 2 * sizeof(uint32_t));
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) {
-    cudaFree(word);
-    ctx->device_errors = nullptr;
+  if (e != cudaSuccess)
     return ingot_core_fail(ctx, INGOT_STATUS_CUDA_ERROR, op, "clearing the error word: %s",
                            cudaGetErrorString(e));
-  }
   return INGOT_STATUS_SUCCESS;
 }
 
 static void cuda_context_fini(struct ingot_context *ctx) {
+  if (ctx->cuda == nullptr) return;
   ingot_device_guard guard;
-  if (guard.enter(ctx->device) == cudaSuccess && ctx->device_errors) cudaFree(ctx->device_errors);
+  if (ctx->cuda->device_errors && guard.enter(ctx->device) == cudaSuccess)
+    cudaFree(ctx->cuda->device_errors);
+  free(ctx->cuda);
+  ctx->cuda = nullptr;
 }
 
 static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStream_t stream) {
@@ -92,10 +97,11 @@ static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStre
   if (capture != cudaStreamCaptureStatusNone)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "stream: is being captured into a CUDA graph; check after replaying");
-  take_device_errors_kernel<<<1, 1, 0, stream>>>(ctx->device_errors, ctx->device_errors_taken);
+  const ingot_cuda_state *cuda = ctx->cuda;
+  take_device_errors_kernel<<<1, 1, 0, stream>>>(cuda->device_errors, cuda->device_errors_taken);
   INGOT_CUDA_TRY(ctx, op, cudaGetLastError());
   uint32_t bits = 0;
-  INGOT_CUDA_TRY(ctx, op, cudaMemcpyAsync(&bits, ctx->device_errors_taken, sizeof bits,
+  INGOT_CUDA_TRY(ctx, op, cudaMemcpyAsync(&bits, cuda->device_errors_taken, sizeof bits,
                                           cudaMemcpyDeviceToHost, stream));
   INGOT_CUDA_TRY(ctx, op, cudaStreamSynchronize(stream));
   if (bits == 0) return INGOT_STATUS_SUCCESS;
@@ -114,26 +120,11 @@ static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStre
   return ingot_core_fail(ctx, INGOT_STATUS_INTERNAL, op, "unknown device error bits 0x%x", bits);
 }
 
+#define INGOT_CUDA_ENTRY(op, params) ingot_cuda_##op,
 const ingot_backend_ops ingot_cuda_backend_ops = {
-    /* .name                 = */ "cuda",
-    /* .context_init         = */ cuda_context_init,
-    /* .context_fini         = */ cuda_context_fini,
-    /* .check_device_errors  = */ cuda_check_device_errors,
-    /* .ngram_row_ids        = */ ingot_cuda_ngram_row_ids,
-    /* .ngram_commit_context = */ ingot_cuda_ngram_commit_context,
-    /* .ngram_gather         = */ ingot_cuda_ngram_gather,
-    /* .ngram_embed          = */ ingot_cuda_ngram_embed,
-    /* .nvfp4_global_scale   = */ ingot_cuda_nvfp4_global_scale,
-    /* .nvfp4_quantize       = */ ingot_cuda_nvfp4_quantize,
-    /* .nvfp4_dequantize     = */ ingot_cuda_nvfp4_dequantize,
-    /* .nvfp4_swizzle_scales = */ ingot_cuda_nvfp4_swizzle_scales,
-    /* .nvfp4_unswizzle_scales = */ ingot_cuda_nvfp4_unswizzle_scales,
-    /* .nvfp4_gemm_workspace_size = */ ingot_cuda_nvfp4_gemm_workspace_size,
-    /* .nvfp4_gemm           = */ ingot_cuda_nvfp4_gemm,
-    /* .nvfp4_geglu_workspace_size = */ ingot_cuda_nvfp4_geglu_workspace_size,
-    /* .nvfp4_geglu          = */ ingot_cuda_nvfp4_geglu,
-    /* .sampling_softmax_workspace_size = */ ingot_cuda_sampling_softmax_workspace_size,
-    /* .sampling_softmax     = */ ingot_cuda_sampling_softmax,
-    /* .sample_workspace_size = */ ingot_cuda_sample_workspace_size,
-    /* .sample               = */ ingot_cuda_sample,
-};
+    /* .name                = */ "cuda",
+    /* .context_init        = */ cuda_context_init,
+    /* .context_fini        = */ cuda_context_fini,
+    /* .check_device_errors = */ cuda_check_device_errors,
+    INGOT_BACKEND_OPS(INGOT_CUDA_ENTRY)};
+#undef INGOT_CUDA_ENTRY

@@ -39,7 +39,7 @@
 #include "common/sampling_ref.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
-#include "cuda/sampling_common.cuh"
+#include "cuda/sampling/sampling_common.cuh"
 
 namespace {
 
@@ -790,23 +790,23 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
  * can co-schedule with it. Never fails the context: without clusters the
  * sampling ops cover fewer vocabulary sizes. */
 extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
-  ctx->sampling_init_error = "not initialised";
+  ctx->cuda->sampling.init_error = "not initialised";
   /* Programmatic dependent launch only where the kernels hold the sm_90
    * code: the compute_80 PTX that a newer GPU JIT-compiles has no
    * griddepcontrol.wait, so launched with the attribute such a kernel could
    * read its inputs before the kernel writing them (one that triggers its
    * dependents early) has finished. */
   cudaFuncAttributes pa;
-  ctx->sampling_pdl = ctx->cc_major >= 9 &&
+  ctx->cuda->sampling.pdl = ctx->cc_major >= 9 &&
                       cudaFuncGetAttributes(&pa, sampling_kernel<kSample>) == cudaSuccess &&
                       pa.ptxVersion >= 90;
   cudaGetLastError();
   ingot_cuda_sampling_dense_init(ctx);
-  ctx->sampling_max_cluster = 1;
-  ctx->sampling_dynamic_smem = 0;
+  ctx->cuda->sampling.max_cluster = 1;
+  ctx->cuda->sampling.dynamic_smem = 0;
   cudaFuncAttributes fa;
   cudaError_t e = cudaFuncGetAttributes(&fa, sampling_kernel<kSample>);
-  int limit = e == cudaSuccess ? ctx->smem_optin - (int)fa.sharedSizeBytes : 0;
+  int limit = e == cudaSuccess ? ctx->cuda->smem_optin - (int)fa.sharedSizeBytes : 0;
   /* the first limit is the documented one; step down if a driver wants
    * room of its own */
   for (int attempt = 0; attempt < 8 && limit > 0; attempt++, limit -= 1024) {
@@ -816,12 +816,12 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
     cudaGetLastError();
   }
   if (e != cudaSuccess || limit <= 0) {
-    ctx->sampling_init_error = e != cudaSuccess ? cudaGetErrorString(e) : "no shared memory";
+    ctx->cuda->sampling.init_error = e != cudaSuccess ? cudaGetErrorString(e) : "no shared memory";
     cudaGetLastError();
     return;
   }
-  ctx->sampling_init_error = nullptr;
-  ctx->sampling_dynamic_smem = limit;
+  ctx->cuda->sampling.init_error = nullptr;
+  ctx->cuda->sampling.dynamic_smem = limit;
   /* Clusters need the sm_90 code: on a newer GPU that JIT-compiles the
    * compute_80 PTX, cluster_blocks() is 1 and a row must be one block. */
   if (ctx->cc_major < 9 || fa.ptxVersion < 90) return;
@@ -832,7 +832,7 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
                            cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
   cudaGetLastError();
   /* the largest cluster the device co-schedules at full shared memory */
-  ctx->sampling_max_cluster =
+  ctx->cuda->sampling.max_cluster =
       largest_cluster(sampling_kernel<kSample>, kThreads, (size_t)limit, nonportable);
 }
 
@@ -853,22 +853,22 @@ ingot_status choose_geometry(struct ingot_context *ctx, const char *op, int64_t 
                              int64_t vocab, bool keep_raw, Geometry *g) {
   /* per token: its value (4 bytes), its raw logit (4, if kept) and its
    * bitmask bit; chunks of 32 tokens */
-  const int64_t capacity = ctx->sampling_dynamic_smem / (keep_raw ? 260 : 132) * 32;
+  const int64_t capacity = ctx->cuda->sampling.dynamic_smem / (keep_raw ? 260 : 132) * 32;
   int fit = 1;
-  while (fit <= ctx->sampling_max_cluster && chunk_of(vocab, fit) > capacity) fit <<= 1;
+  while (fit <= ctx->cuda->sampling.max_cluster && chunk_of(vocab, fit) > capacity) fit <<= 1;
   if (capacity <= 0)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "the sampling kernels could not be set up on this device (%s)",
-                           ctx->sampling_init_error ? ctx->sampling_init_error : "?");
-  if (fit > ctx->sampling_max_cluster)
+                           ctx->cuda->sampling.init_error ? ctx->cuda->sampling.init_error : "?");
+  if (fit > ctx->cuda->sampling.max_cluster)
     return ingot_core_fail(
         ctx, INGOT_STATUS_NOT_SUPPORTED, op,
         "vocab_size = %lld does not fit in the shared memory of %d block(s) of this device "
         "(%lld tokens each%s; clusters of more than one block need compute capability 9.0)",
-        (long long)vocab, ctx->sampling_max_cluster, (long long)(capacity > 0 ? capacity : 0),
+        (long long)vocab, ctx->cuda->sampling.max_cluster, (long long)(capacity > 0 ? capacity : 0),
         keep_raw ? " with the raw-distribution outputs" : "");
   int want = 1;
-  while (want < ctx->sampling_max_cluster && (int64_t)want * batch < 2 * (int64_t)ctx->sm_count &&
+  while (want < ctx->cuda->sampling.max_cluster && (int64_t)want * batch < 2 * (int64_t)ctx->sm_count &&
          vocab / (2 * want) >= kMinTokensPerBlock)
     want <<= 1;
   g->cluster = want > fit ? want : fit;
@@ -904,7 +904,7 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
   cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * g.cluster), kThreads,
                         (size_t)g.chunk * sizeof(float) * (args.keep_raw ? 2 : 1) +
                             (size_t)g.chunk / 8,
-                        stream, ctx->cc_major >= 9 ? g.cluster : 0, ctx->sampling_pdl != 0);
+                        stream, ctx->cc_major >= 9 ? g.cluster : 0, ctx->cuda->sampling.pdl != 0);
   INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, sampling_kernel<kMode>, args));
   return ingot_cuda_check_launch(ctx, op);
 }

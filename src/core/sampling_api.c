@@ -290,7 +290,6 @@ ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch, int
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "num_top = %" PRId64 ", expected 0 <= n <= INGOT_SAMPLING_MAX_TOP = %d",
                            num_top, INGOT_SAMPLING_MAX_TOP);
-  if ((st = ingot_core_require_op(ctx, op, ctx->ops->sample_workspace_size != NULL))) return st;
   return ctx->ops->sample_workspace_size(ctx, batch, vocab_size, logits_dtype, num_top, bytes);
 }
 
@@ -300,8 +299,6 @@ ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t 
   static const char op[] = "ingot_sampling_softmax_workspace_size";
   ingot_status st = check_query(ctx, op, batch, vocab_size, logits_dtype, bytes);
   if (st) return st;
-  if ((st = ingot_core_require_op(ctx, op, ctx->ops->sampling_softmax_workspace_size != NULL)))
-    return st;
   return ctx->ops->sampling_softmax_workspace_size(ctx, batch, vocab_size, logits_dtype, bytes);
 }
 
@@ -402,9 +399,6 @@ ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *logits,
     return st;
   out.row_status = (uint32_t *)p;
   if ((st = check_logprobs(ctx, op, logprobs, in.batch, &out, &outs))) return st;
-  if ((st = ingot_core_require_op(
-           ctx, op, ctx->ops->sample != NULL && ctx->ops->sample_workspace_size != NULL)))
-    return st;
   size_t need = 0;
   if ((st = ctx->ops->sample_workspace_size(ctx, in.batch, in.vocab, in.dtype, out.num_top,
                                             &need)))
@@ -440,10 +434,6 @@ ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *log
   const void *p;
   if ((st = check_row_vector(ctx, op, "row_status", row_status, WORD32_DTYPES, in.batch, 1, &p,
                              &outs)))
-    return st;
-  if ((st = ingot_core_require_op(ctx, op,
-                                  ctx->ops->sampling_softmax != NULL &&
-                                      ctx->ops->sampling_softmax_workspace_size != NULL)))
     return st;
   size_t need = 0;
   if ((st = ctx->ops->sampling_softmax_workspace_size(ctx, in.batch, in.vocab, in.dtype, &need)))

@@ -557,7 +557,7 @@ ingot_status ingot_cuda_ngram_row_ids(struct ingot_context *ctx, const ingot_ngr
   static const char op[] = "ingot_ngram_row_ids";
   ingot_status st = check_item_count(ctx, op, "ids", batch->num_tokens, cfg->num_heads);
   if (st) return st;
-  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_ROW_IDS_CU_SEQLENS};
+  const ErrorSink errors{ctx->cuda->device_errors, INGOT_DEVICE_ERROR_NGRAM_ROW_IDS_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {
@@ -580,7 +580,7 @@ ingot_status ingot_cuda_ngram_commit_context(struct ingot_context *ctx,
                                              const ingot_ngram_batch *batch,
                                              cudaStream_t stream) {
   static const char op[] = "ingot_ngram_commit_context";
-  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_COMMIT_CU_SEQLENS};
+  const ErrorSink errors{ctx->cuda->device_errors, INGOT_DEVICE_ERROR_NGRAM_COMMIT_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   unsigned grid = ingot_cuda_grid(ctx, batch->num_requests, kThreads, kWaves);
@@ -618,7 +618,7 @@ ingot_status ingot_cuda_ngram_gather(struct ingot_context *ctx, const int64_t *r
   } else {
     LoadedRows source{rows, rows_stride, static_cast<int>(num_heads)};
     launch_gather(ctx, source, num_tokens, static_cast<int>(num_heads), *table, out,
-                  ErrorSink{ctx->device_errors, 0u}, stream);
+                  ErrorSink{ctx->cuda->device_errors, 0u}, stream);
   }
   return ingot_cuda_check_launch(ctx, op);
 }
@@ -631,7 +631,7 @@ ingot_status ingot_cuda_ngram_embed(struct ingot_context *ctx, const ingot_ngram
   ingot_status st = check_item_count(ctx, op, "ids", batch->num_tokens, cfg->num_heads);
   if (st == INGOT_STATUS_SUCCESS) st = check_table_dim(ctx, op, table->dim);
   if (st) return st;
-  const ErrorSink errors{ctx->device_errors, INGOT_DEVICE_ERROR_NGRAM_EMBED_CU_SEQLENS};
+  const ErrorSink errors{ctx->cuda->device_errors, INGOT_DEVICE_ERROR_NGRAM_EMBED_CU_SEQLENS};
   ingot_device_guard guard;
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   if (force_reference(ctx)) {

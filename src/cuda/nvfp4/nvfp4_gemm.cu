@@ -82,8 +82,11 @@
 #include "common/nvfp4_ref.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
+#include "cuda/nvfp4/nvfp4_epilogue_math.cuh"
 
 namespace {
+
+using namespace ingot_nvfp4; // the epilogue math (nvfp4_epilogue_math.cuh)
 
 // ---- tile geometry -----------------------------------------------------------------
 
@@ -658,55 +661,6 @@ __device__ __forceinline__ float finite_abs(float x) {
   return ingot_f32_finite(x) ? fabsf(x) : 0.0f;
 }
 
-// y of ingot_gelu_tanh(g): 2 sqrt(2/pi) (g + 0.044715 g^3), the same operations.
-__device__ __forceinline__ float gelu_y(float g) {
-  const float g3 = ingot_fmul_rn(ingot_fmul_rn(g, g), g);
-  return ingot_fmul_rn(1.5957691216057308f, ingot_fadd_rn(g, ingot_fmul_rn(0.044715f, g3)));
-}
-
-// n / d rounded to nearest: the 8-instruction sequence that __fdiv_rn runs whenever its
-// operands pass its range check (FCHK), i.e. for normal operands whose quotient is far
-// from under / overflow. Used only where the callers guarantee n in [2^-100, 2^100] (or
-// 0) and d in [2^-9, 448]; checked against the CPU division through the dev hook.
-__device__ __forceinline__ float fdiv_fast(float n, float d) {
-  float rc;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rc) : "f"(d));
-  const float t0 = __fmaf_rn(-d, rc, 1.0f);
-  const float y1 = __fmaf_rn(rc, t0, rc);
-  const float q0 = __fmaf_rn(n, y1, 0.0f);
-  const float r0 = __fmaf_rn(-d, q0, n);
-  const float q1 = __fmaf_rn(y1, r0, q0);
-  const float r1 = __fmaf_rn(-d, q1, n);
-  return __fmaf_rn(y1, r1, q1);
-}
-
-// ingot_gelu_tanh(g) for |y| <= 69 (finite), without branches: the same IEEE operations
-// in the same order, specialised to that range (exp's argument in [-69, 0]: no clamp,
-// no NaN, 2^k normal; the quotient n / d with n in [2^-100, 1], d in [1, 2] by the
-// 8-instruction sequence that __fdiv_rn runs whenever its operands pass its range
-// check, which these do). Checked bit for bit against the CPU in
-// tests/test_nvfp4_gemm_cuda.c (gelu_fast) through ingot_cuda_nvfp4_dev_gelu.
-__device__ __forceinline__ float gelu_fast(float g, float y) {
-  const float x = y < 0.0f ? y : -y;
-  const float kf = ingot_fsub_rn(
-      ingot_fadd_rn(ingot_fmul_rn(x, 1.44269502162933349609375f), 12582912.0f), 12582912.0f);
-  float r = ingot_fsub_rn(x, ingot_fmul_rn(kf, INGOT_SAMPLING_LN2_HI));
-  r = ingot_fsub_rn(r, ingot_fmul_rn(kf, INGOT_SAMPLING_LN2_LO));
-  float pp = 1.98412698e-4f;
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 1.38888889e-3f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 8.33333333e-3f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 4.16666667e-2f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 1.66666667e-1f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 0.5f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 1.0f);
-  pp = ingot_fadd_rn(ingot_fmul_rn(pp, r), 1.0f);
-  const int k = static_cast<int>(kf);
-  const float e = ingot_fmul_rn(pp, __uint_as_float(static_cast<uint32_t>(k + 127) << 23));
-  const float d = ingot_fadd_rn(1.0f, e);
-  const float n = y < 0.0f ? e : 1.0f;
-  return ingot_fmul_rn(g, fdiv_fast(n, d)); // n in [2^-100, 1], d in [1, 2]
-}
-
 // E4M3 conversions, identical to ingot_f32_to_e4m3_sat (p >= 0, not NaN) and
 // ingot_e4m3_to_f32; the hardware converts on sm_89+ (as in nvfp4.cu).
 __device__ __forceinline__ uint8_t e4m3_from_f32(float p) {
@@ -729,9 +683,6 @@ __device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
   return ingot_e4m3_to_f32(v);
 #endif
 }
-
-// 1 if gelu_fast is valid for y
-__device__ __forceinline__ bool gelu_fast_ok(float y) { return fabsf(y) <= 69.0f; }
 
 // GeGLU epilogue. The accumulator goes through shared memory (the pipeline buffers are
 // free by then): fp32 [128][BN + 4], so that one thread owns a whole h block (16 gate/up
@@ -920,7 +871,7 @@ ingot_status launch_gemm(struct ingot_context *ctx, const char *op, const GemmPa
 // shared memory per block (cc 8.6 / 8.9 GPUs have ~100 KB).
 ingot_status check_smem(struct ingot_context *ctx, const char *op, int bn) {
   const int smem = smem_bytes(bn, ctx->cc_major);
-  const int optin = ctx->smem_optin;
+  const int optin = ctx->cuda->smem_optin;
   if (smem > optin)
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "device %d allows %d bytes of shared memory per block; this kernel's "
@@ -933,7 +884,7 @@ ingot_status check_smem(struct ingot_context *ctx, const char *op, int bn) {
 template <int kEpi, int BN>
 void set_smem_limit(struct ingot_context *ctx) {
   const int smem = smem_bytes(BN, ctx->cc_major);
-  if (smem > ctx->smem_optin) return; /* check_smem refuses these calls */
+  if (smem > ctx->cuda->smem_optin) return; /* check_smem refuses these calls */
   cudaFuncSetAttribute(nvfp4_gemm_kernel<kEpi, true, BN>,
                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(nvfp4_gemm_kernel<kEpi, false, BN>,
@@ -1070,44 +1021,4 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
   p.h_vec = (reinterpret_cast<uintptr_t>(h->values) & 7u) == 0 && (h->values_stride & 7) == 0;
   p.gs_h = h_global_scale;
   return launch_bn<kEpiGeglu, 128>(ctx, op, p, pl, operands_aligned(a, w), stream);
-}
-
-// ---- development hook (not API) -------------------------------------------------------------
-
-namespace {
-__global__ void dev_gelu_kernel(const float *g, float *out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float y = gelu_y(g[i]);
-    out[i] = gelu_fast_ok(y) ? gelu_fast(g[i], y) : ingot_gelu_tanh(g[i]);
-  }
-}
-__global__ void dev_div_kernel(const float *n, const float *d, float *out, int64_t count) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = fdiv_fast(n[i], d[i]);
-}
-} // namespace
-
-// out[i] = the epilogue's fast division n[i] / d[i] (device pointers; operands in the
-// range its callers guarantee), for the test to compare with the CPU's division.
-extern "C" ingot_status ingot_cuda_nvfp4_dev_div(struct ingot_context *ctx, const float *n,
-                                                const float *d, float *out, int64_t count,
-                                                cudaStream_t stream) {
-  static const char op[] = "ingot_cuda_nvfp4_dev_div";
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
-  dev_div_kernel<<<ingot_cuda_grid(ctx, count, 256, 8), 256, 0, stream>>>(n, d, out, count);
-  return ingot_cuda_check_launch(ctx, op);
-}
-
-// out[i] = the GeGLU epilogue's gelu_tanh(g[i]) (device pointers), for
-// tests/test_nvfp4_gemm_cuda.c to compare with the CPU's ingot_gelu_tanh bit for bit.
-extern "C" ingot_status ingot_cuda_nvfp4_dev_gelu(struct ingot_context *ctx, const float *g,
-                                                 float *out, int64_t n, cudaStream_t stream) {
-  static const char op[] = "ingot_cuda_nvfp4_dev_gelu";
-  ingot_device_guard guard;
-  INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
-  dev_gelu_kernel<<<ingot_cuda_grid(ctx, n, 256, 8), 256, 0, stream>>>(g, out, n);
-  return ingot_cuda_check_launch(ctx, op);
 }

@@ -156,18 +156,6 @@ static ingot_status mlp_need(struct ingot_context *ctx, const char *op, int64_t 
   return INGOT_STATUS_SUCCESS;
 }
 
-static ingot_status require_gemm(struct ingot_context *ctx, const char *op) {
-  return ingot_core_require_op(ctx, op,
-                               ctx->ops->nvfp4_gemm != NULL &&
-                                   ctx->ops->nvfp4_gemm_workspace_size != NULL);
-}
-
-static ingot_status require_geglu(struct ingot_context *ctx, const char *op) {
-  return ingot_core_require_op(ctx, op,
-                               ctx->ops->nvfp4_geglu != NULL &&
-                                   ctx->ops->nvfp4_geglu_workspace_size != NULL);
-}
-
 /* ---- size queries ------------------------------------------------------------------- */
 
 ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m, int64_t n, int64_t k,
@@ -180,7 +168,6 @@ ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m, int
   if ((st = check_m(ctx, op, "m", m))) return st;
   if ((st = check_multiple(ctx, op, "n", n, 64, ""))) return st;
   if ((st = check_multiple(ctx, op, "k", k, 64, ""))) return st;
-  if ((st = require_gemm(ctx, op))) return st;
   return gemm_need(ctx, m, n, k, bytes);
 }
 
@@ -194,7 +181,6 @@ ingot_status ingot_nvfp4_geglu_workspace_size(ingot_context_t ctx, int64_t m, in
   if ((st = check_m(ctx, op, "m", m))) return st;
   if ((st = check_multiple(ctx, op, "hidden", hidden, 32, " (2 * hidden % 64 == 0)"))) return st;
   if ((st = check_multiple(ctx, op, "k", k, 64, ""))) return st;
-  if ((st = require_geglu(ctx, op))) return st;
   return geglu_need(ctx, m, hidden, k, bytes);
 }
 
@@ -210,7 +196,6 @@ ingot_status ingot_nvfp4_mlp_workspace_size(ingot_context_t ctx, int64_t m, int6
   if ((st = check_multiple(ctx, op, "hidden", hidden, 64, " (h is the down GEMM's K)")))
     return st;
   if ((st = check_multiple(ctx, op, "n", n, 64, ""))) return st;
-  if ((st = require_geglu(ctx, op)) || (st = require_gemm(ctx, op))) return st;
   size_t scales_at, rest_at;
   return mlp_need(ctx, op, m, k, hidden, n, &scales_at, &rest_at, bytes);
 }
@@ -238,7 +223,6 @@ ingot_status ingot_nvfp4_gemm(ingot_context_t ctx, const ingot_nvfp4_matrix *a,
     return st;
   if ((st = check_dense(ctx, op, "d", d, m, "M (a rows)", n, "N (b rows)", &dd, &out[0])))
     return st;
-  if ((st = require_gemm(ctx, op))) return st;
   size_t need;
   if ((st = gemm_need(ctx, m, n, k, &need))) return st;
   if ((st = ingot_core_check_workspace(ctx, op, need, workspace, workspace_bytes,
@@ -278,7 +262,6 @@ ingot_status ingot_nvfp4_geglu(ingot_context_t ctx, const ingot_nvfp4_matrix *x,
                          "H / 2 (w_gate_up rows / 4)", 1, &oh, out)))
     return st;
   in[6] = out[2]; /* h.global_scale is an input */
-  if ((st = require_geglu(ctx, op))) return st;
   size_t need;
   if ((st = geglu_need(ctx, m, hidden, k, &need))) return st;
   if ((st = ingot_core_check_workspace(ctx, op, need, workspace, workspace_bytes,
@@ -331,7 +314,6 @@ ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_matrix *x,
   if ((st = check_dense(ctx, op, "out", out, m, "M (x rows)", n, "N (w_down rows)", &dd,
                         &outs[0])))
     return st;
-  if ((st = require_geglu(ctx, op)) || (st = require_gemm(ctx, op))) return st;
   size_t scales_at, rest_at, need;
   if ((st = mlp_need(ctx, op, m, k, hidden, n, &scales_at, &rest_at, &need))) return st;
   if ((st = ingot_core_check_workspace(ctx, op, need, workspace, workspace_bytes,

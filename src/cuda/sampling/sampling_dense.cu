@@ -69,8 +69,8 @@
 #include "common/sampling_ref.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
-#include "cuda/sampling_common.cuh"
-#include "cuda/sampling_math.cuh"
+#include "cuda/sampling/sampling_common.cuh"
+#include "cuda/sampling/sampling_math.cuh"
 
 namespace {
 
@@ -2404,13 +2404,13 @@ cudaError_t set_dense_attribute(cudaFuncAttribute attr, int value) {
  * larger). */
 bool half_init(const struct ingot_context *ctx) {
   const HalfKernel k[2] = {half_softmax<INGOT_DTYPE_BF16>, half_softmax<INGOT_DTYPE_F16>};
-  const int c = ctx->sampling_dense_cluster;
+  const int c = ctx->cuda->sampling.dense_cluster;
   for (int i = 0; i < 2; i++) {
     if (cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             ctx->sampling_dense_smem) != cudaSuccess ||
+                             ctx->cuda->sampling.dense_smem) != cudaSuccess ||
         (c > 8 && cudaFuncSetAttribute(k[i], cudaFuncAttributeNonPortableClusterSizeAllowed,
                                        1) != cudaSuccess) ||
-        (c > 1 && largest_cluster(k[i], kHalfThreads, (size_t)ctx->sampling_dense_smem,
+        (c > 1 && largest_cluster(k[i], kHalfThreads, (size_t)ctx->cuda->sampling.dense_smem,
                                   c > 8) < c)) {
       cudaGetLastError();
       return false;
@@ -2426,9 +2426,9 @@ bool half_init(const struct ingot_context *ctx) {
  * ...; 1 before sm_90 or without sm_90 code). Never fails the context: the
  * general kernel then serves every call. */
 extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
-  ctx->sampling_dense_cluster = 0;
-  ctx->sampling_dense_smem = 0;
-  ctx->sampling_half = 0;
+  ctx->cuda->sampling.dense_cluster = 0;
+  ctx->cuda->sampling.dense_smem = 0;
+  ctx->cuda->sampling.half = 0;
   /* the limit and the cluster size hold for every kernel: those of the one
    * with the most static shared memory */
   cudaFuncAttributes fa = {}, each;
@@ -2439,23 +2439,23 @@ extern "C" void ingot_cuda_sampling_dense_init(struct ingot_context *ctx) {
     if (e == cudaSuccess && (i == 0 || each.sharedSizeBytes > fa.sharedSizeBytes))
       fa = each, largest = dense_kernel_of(i);
   }
-  const int limit = e == cudaSuccess ? ctx->smem_optin - (int)fa.sharedSizeBytes - 1024 : 0;
+  const int limit = e == cudaSuccess ? ctx->cuda->smem_optin - (int)fa.sharedSizeBytes - 1024 : 0;
   if (e == cudaSuccess && limit > 0)
     e = set_dense_attribute(cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (e != cudaSuccess || limit <= 0) {
     cudaGetLastError();
     return;
   }
-  ctx->sampling_dense_smem = limit;
-  ctx->sampling_dense_cluster = 1;
+  ctx->cuda->sampling.dense_smem = limit;
+  ctx->cuda->sampling.dense_cluster = 1;
   if (ctx->cc_major >= 9 && fa.ptxVersion >= 90) {
     const bool nonportable =
         set_dense_attribute(cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
     cudaGetLastError();
-    ctx->sampling_dense_cluster =
+    ctx->cuda->sampling.dense_cluster =
         largest_cluster(largest, kDenseThreads, (size_t)limit, nonportable);
   }
-  ctx->sampling_half = half_init(ctx);
+  ctx->cuda->sampling.half = half_init(ctx);
 }
 
 namespace {
@@ -2464,7 +2464,7 @@ namespace {
  * (the sums' order, so the results, must not depend on the batch). */
 void dense_geometry(const struct ingot_context *ctx, int64_t vocab, int *cluster, int *chunk) {
   int64_t c = (vocab + kMinTokensPerBlock - 1) / kMinTokensPerBlock;
-  if (c > ctx->sampling_dense_cluster) c = ctx->sampling_dense_cluster;
+  if (c > ctx->cuda->sampling.dense_cluster) c = ctx->cuda->sampling.dense_cluster;
   if (c < 1) c = 1;
   const int64_t per = (vocab + c - 1) / c;
   const int64_t ch = (per + kChunkUnit - 1) / kChunkUnit * kChunkUnit;
@@ -2473,11 +2473,11 @@ void dense_geometry(const struct ingot_context *ctx, int64_t vocab, int *cluster
 }
 
 bool dense_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int mode) {
-  if (ctx->sampling_dense_cluster < 1) return false;
+  if (ctx->cuda->sampling.dense_cluster < 1) return false;
   int c, chunk;
   dense_geometry(ctx, in->vocab, &c, &chunk);
   return chunk <= 65536 &&
-         dense_smem_bytes(mode, chunk) <= (size_t)ctx->sampling_dense_smem &&
+         dense_smem_bytes(mode, chunk) <= (size_t)ctx->cuda->sampling.dense_smem &&
          in->batch * c <= INT_MAX;
 }
 
@@ -2507,7 +2507,7 @@ constexpr int kHalfAnyBatchChunk = 14848;
  * wins at every V measured (B = 64, V = 262144: 45.5 against 39.5). */
 bool half_fits(const struct ingot_context *ctx, const ingot_sampling_input *in, int c,
                int chunk) {
-  return ctx->sampling_half && in->dtype != INGOT_DTYPE_F32 && in->num_bias == 0 &&
+  return ctx->cuda->sampling.half && in->dtype != INGOT_DTYPE_F32 && in->num_bias == 0 &&
          in->num_banned == 0 && in->batch > kWideMaxBatch &&
          ((c == (int)kMaxCluster && chunk <= kHalfAnyBatchChunk) ||
           in->batch * c > 3 * (int64_t)ctx->sm_count);
@@ -2530,7 +2530,7 @@ ingot_status dense_launch(struct ingot_context *ctx, const char *op, DenseArgs &
   cudaLaunchAttribute attr[2];
   cluster_launch_config(&cfg, attr, (unsigned)(args.in.batch * c), kDenseThreads,
                         dense_smem_bytes(kMode, chunk), stream, c > 1 ? c : 0,
-                        ctx->sampling_pdl != 0);
+                        ctx->cuda->sampling.pdl != 0);
   INGOT_CUDA_TRY(ctx, op,
                  cudaLaunchKernelEx(&cfg, dense_kernel_for<kMode>(args.in.dtype), args));
   return ingot_cuda_check_launch(ctx, op);
@@ -2626,7 +2626,7 @@ ingot_status ingot_cuda_sampling_softmax_dense(struct ingot_context *ctx,
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[2];
   cluster_launch_config(&cfg, attr, (unsigned)(in->batch * c), kHalfThreads,
-                        half_smem_bytes(chunk), stream, c > 1 ? c : 0, ctx->sampling_pdl != 0);
+                        half_smem_bytes(chunk), stream, c > 1 ? c : 0, ctx->cuda->sampling.pdl != 0);
   INGOT_CUDA_TRY(ctx, op, cudaLaunchKernelEx(&cfg, half_kernel_for(in->dtype), args));
   return ingot_cuda_check_launch(ctx, op);
 }
@@ -2708,13 +2708,13 @@ ingot_status wide_launch(struct ingot_context *ctx, const char *op, void (*(&k)[
 }  // namespace
 
 size_t ingot_cuda_sampling_wide_workspace(const struct ingot_context *ctx, int64_t vocab) {
-  if (!ctx->sampling_pdl || vocab < kWideMinVocab) return 0;
+  if (!ctx->cuda->sampling.pdl || vocab < kWideMinVocab) return 0;
   return (wide_bytes(wide_most_blocks(ctx, vocab)) + 255) / 256 * 256;
 }
 
 int ingot_cuda_sampling_softmax_wide_fits(const struct ingot_context *ctx,
                                           const ingot_sampling_input *in) {
-  return ctx->sampling_pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
+  return ctx->cuda->sampling.pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
          !in->top_k && !in->top_p && !in->min_p && in->num_bias == 0 && in->num_banned == 0 &&
          /* larger batches of the same rows take the dense kernel: the same bits */
          dense_fits(ctx, in, kDenseSoftmax);
@@ -2763,15 +2763,15 @@ size_t ws_bytes(int64_t blocks) {
 
 size_t ingot_cuda_sample_wide_workspace(const struct ingot_context *ctx, int64_t vocab,
                                         int64_t num_top) {
-  if (!ctx->sampling_pdl || vocab < kWideMinVocab || num_top > 0 ||
-      ctx->sampling_dense_cluster < 1)
+  if (!ctx->cuda->sampling.pdl || vocab < kWideMinVocab || num_top > 0 ||
+      ctx->cuda->sampling.dense_cluster < 1)
     return 0;
   return (ws_bytes(wide_most_blocks(ctx, vocab)) + 255) / 256 * 256;
 }
 
 int ingot_cuda_sample_wide_fits(const struct ingot_context *ctx, const ingot_sampling_input *in,
                                 const ingot_sampling_output *out) {
-  return ctx->sampling_pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
+  return ctx->cuda->sampling.pdl && in->batch <= kWideMaxBatch && in->vocab >= kWideMinVocab &&
          out->num_top == 0 && !in->top_k && !in->top_p && !in->min_p && in->num_bias == 0 &&
          in->num_banned == 0 &&
          /* larger batches of the same rows take the dense kernel: the same bits */
