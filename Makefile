@@ -33,8 +33,11 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The revision measured, recorded in the results (a tarball has no git: "unknown").
+COMMIT      := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
 bench: build
-	$(BUILD)/tools/ingot bench $(BENCH_ARGS)
+	$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS)
 
 test: test-c test-asan test-python test-install
 

@@ -107,6 +107,7 @@ typedef struct bench_options {
   int capture_mode;
   const char *json;
   const char *filter;
+  const char *commit;
 } bench_options;
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -512,6 +513,11 @@ static int gpu_env_init(bench_env *env, int device) {
   CUDA_OR_FAIL(env, cudaSetDevice(device));
   CUDA_OR_FAIL(env, cudaGetDeviceProperties(&prop, device));
   snprintf(env->device_name, sizeof env->device_name, "%s", prop.name);
+  int driver = 0, runtime = 0;
+  CUDA_OR_FAIL(env, cudaDriverGetVersion(&driver));
+  CUDA_OR_FAIL(env, cudaRuntimeGetVersion(&runtime));
+  snprintf(env->driver, sizeof env->driver, "CUDA driver %d.%d, runtime %d.%d", driver / 1000,
+           driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
   env->sm_count = prop.multiProcessorCount;
   env->cc_major = prop.major;
   env->cc_minor = prop.minor;
@@ -766,7 +772,7 @@ static void iso_date(char *out, size_t size) {
 static void print_header(const bench_env *env, const char *date, const char *note,
                          size_t d2d_bytes, size_t h2d_bytes) {
   const char *capture = capture_modes[env->priv->capture_mode];
-  printf("ingot bench: ingot %s, %s\n", ingot_version(), date);
+  printf("ingot bench: ingot %s, commit %s, %s\n", ingot_version(), env->commit, date);
   if (env->cpu_mode) {
     printf("device : %s (CPU reference backend%s)\n", env->device_name, note);
     printf("floors : host memcpy %.1f GB/s (bytes read + written); used for every floor\n",
@@ -774,9 +780,9 @@ static void print_header(const bench_env *env, const char *date, const char *not
     printf("timing : CPU TIMINGS: median wall clock of one call on the CPU backend; these "
            "are not GPU numbers\n");
   } else {
-    printf("device : %s, %d SMs, cc %d.%d, L2 %.0f MiB, %.1f GiB\n", env->device_name,
+    printf("device : %s, %d SMs, cc %d.%d, L2 %.0f MiB, %.1f GiB; %s\n", env->device_name,
            env->sm_count, env->cc_major, env->cc_minor, (double)env->l2_bytes / 1048576.0,
-           (double)env->mem_bytes / 1073741824.0);
+           (double)env->mem_bytes / 1073741824.0, env->driver);
     printf("floors : D2D copy %.1f GB/s (bytes read + written, %zu MiB copy); pinned H2D "
            "%.1f GB/s (%zu MiB copy)\n",
            env->bw_device * 1e-9, d2d_bytes >> 20, env->bw_h2d * 1e-9, h2d_bytes >> 20);
@@ -846,12 +852,16 @@ static int write_json(const char *path, const bench_env *env, const char *date,
   }
   fprintf(f, "{\n  \"tool\": \"ingot bench\",\n  \"ingot_version\": ");
   json_string(f, ingot_version());
+  fprintf(f, ",\n  \"commit\": ");
+  json_string(f, env->commit);
   fprintf(f, ",\n  \"date\": ");
   json_string(f, date);
   fprintf(f, ",\n  \"mode\": \"%s\",\n  \"quick\": %s,\n", env->cpu_mode ? "cpu" : "cuda",
           env->quick ? "true" : "false");
   fprintf(f, "  \"machine\": {\n    \"device_name\": ");
   json_string(f, env->device_name);
+  fprintf(f, ",\n    \"driver\": ");
+  json_string(f, env->driver);
   fprintf(f, ",\n    \"sm_count\": %d,\n    \"compute_capability\": \"%d.%d\",\n",
           env->sm_count, env->cc_major, env->cc_minor);
   fprintf(f, "    \"l2_bytes\": %zu,\n    \"memory_bytes\": %zu,\n", env->l2_bytes,
@@ -932,6 +942,8 @@ static void bench_usage(FILE *f) {
           "options:\n"
           "  --filter SUBSTR  run only cases whose \"family/op name\" contains SUBSTR\n"
           "  --json FILE      also write every row and the machine info as JSON\n"
+          "  --commit REV     the source revision being measured, recorded in the\n"
+          "                   header and the JSON (make bench passes git's)\n"
           "  --quick          fewer repetitions (a smoke run)\n"
           "  --cpu            time the CPU backend even if a GPU is present\n"
           "  --device N       CUDA device ordinal (default 0)\n"
@@ -971,6 +983,9 @@ static int parse_options(int argc, char **argv, bench_options *o) {
       o->list = 1;
     } else if (is_option(a, "--json")) {
       if ((o->json = option_value(argc, argv, &i, "--json")) == NULL || !o->json[0]) goto bad;
+    } else if (is_option(a, "--commit")) {
+      if ((o->commit = option_value(argc, argv, &i, "--commit")) == NULL || !o->commit[0])
+        goto bad;
     } else if (is_option(a, "--filter")) {
       if ((o->filter = option_value(argc, argv, &i, "--filter")) == NULL) goto bad;
     } else if (is_option(a, "--capture")) {
@@ -1049,6 +1064,7 @@ int bench_main(int argc, char **argv) {
   memset(&env, 0, sizeof env);
   env.priv = &priv;
   env.quick = opt.quick;
+  env.commit = opt.commit ? opt.commit : "unknown";
   priv.capture_mode = opt.capture_mode;
   const char *note = "";
   int status = 0;

@@ -97,6 +97,8 @@ typedef struct bench_env {
   struct CUstream_st *stream;  /* stream for ops on ctx; NULL in cpu_mode */
   int device;                  /* CUDA device ordinal (0 in cpu_mode) */
   char device_name[256];       /* GPU name, or "CPU" */
+  char driver[64];             /* CUDA driver and runtime versions ("" in cpu_mode) */
+  const char *commit;          /* --commit: the source revision measured (or "unknown") */
   int sm_count;                /* 0 in cpu_mode */
   int cc_major, cc_minor;      /* compute capability; 0 in cpu_mode */
   size_t l2_bytes;             /* last-level cache the rotation should defeat */
