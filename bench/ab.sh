@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A/B of two (or more) source trees on one GPU, in one process of this script, so
+# that every figure comes from the same card: each tree is built (sm_90a, in
+# parallel), its benchmark rows run ROUNDS times interleaved with the others',
+# and bench/compare.py prints each row's minimum us/call per version.
+#
+# Usage: bench/ab.sh OUT ROUNDS FILTER LABEL=SRC_DIR [LABEL=SRC_DIR ...]
+#   OUT      folder for the JSON of every round and the comparison
+#   FILTER   `ingot bench --filter` text ("" for every row)
+#   SRC_DIR  a source tree (a git worktree or `git archive REV | tar -x`)
+# The first version is the baseline of the comparison.
+set -euo pipefail
+OUT=${1:?OUT}; ROUNDS=${2:?ROUNDS}; FILTER=${3?FILTER}; shift 3
+GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
+mkdir -p "$OUT"
+labels=()
+for v in "$@"; do
+  label=${v%%=*}; src=${v#*=}; labels+=("$label")
+  ( cmake -S "$src" -B "$OUT/build_$label" -G Ninja -DINGOT_WERROR=ON -DINGOT_BUILD_TESTS=OFF \
+      -DINGOT_CUDA_GENCODE="$GENCODE" > "$OUT/cmake_$label.log" 2>&1 &&
+    ninja -C "$OUT/build_$label" tools/ingot > "$OUT/build_$label.log" 2>&1 ) &
+done
+wait
+for label in "${labels[@]}"; do
+  [ -x "$OUT/build_$label/tools/ingot" ] || { tail -30 "$OUT/build_$label.log"; exit 1; }
+done
+args=()
+for r in $(seq "$ROUNDS"); do
+  for label in "${labels[@]}"; do
+    "$OUT/build_$label/tools/ingot" bench ${FILTER:+--filter "$FILTER"} --commit "$label" \
+      --json "$OUT/${label}_$r.json" > "$OUT/${label}_$r.txt" 2>&1 ||
+      { echo "ab: $label round $r failed"; tail -5 "$OUT/${label}_$r.txt"; }
+  done
+done
+for label in "${labels[@]}"; do
+  args+=("$label=$(ls "$OUT/${label}"_*.json | paste -sd, -)")
+done
+python3 "$(dirname "$0")/compare.py" "${args[@]}" --json "$OUT/compare.json" | tee "$OUT/compare.txt"
