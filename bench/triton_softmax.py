@@ -1,13 +1,12 @@
-"""The temperature softmax against a split-vocabulary Triton softmax, the
-design of the best alternative the sampling spec names (FreeToken's Triton
-path, spec/sampling.md: 4.5 us at B = 1, 86.6 us at B = 64), written here
-from that description, with PyTorch and ingot in the same process, on the
-same logits.
+"""The temperature softmax against a split-vocabulary Triton softmax (the
+design of the Triton sampling path engines use today, reported at 4.5 us at
+B = 1 and 86.6 us at B = 64), written here from that description, with
+PyTorch and ingot in the same process, on the same logits.
 
   triton   two kernels: each (row, chunk) program takes the running maximum
            and sum of e^(x / T - m) over its chunk of the vocabulary (a
            shift of 0 while the maximum is still -inf, so -inf chunks are
-           finite: the seed 002 fix), then each (row, chunk) program combines
+           finite), then each (row, chunk) program combines
            the row's partials and writes its chunk's probabilities, reading
            the logits a second time. Every configuration in CONFIGS (chunks a
            row, tile, warps) is timed and the fastest one reported, so the
@@ -18,7 +17,7 @@ same logits.
 All three are timed as replays of a CUDA graph of 20 calls (gpu_timing.py),
 after a correctness check of each against a float64 softmax: the largest
 relative error over probabilities > 1e-6 and the largest absolute error,
-on normal logits and on rows masked as the spec's nasty cases (the first
+on normal logits and on rows masked as the documented nasty cases (the first
 16384 columns -inf; all but 3 ids -inf; a 20000-column -inf block).
 
 Usage: INGOT_LIBRARY=build/libingot.so PYTHONPATH=python python3 bench/triton_softmax.py
@@ -97,7 +96,7 @@ CONFIGS = [(nch, block, warps) for nch in (4, 8, 16, 32, 64, 128) for block in (
 
 
 def masked_rows(B, V):
-    """Normal logits x 3 with the spec's masks on rows 0, 1, 2 (repeating)."""
+    """Normal logits x 3 with the documented masks on rows 0, 1, 2 (repeating)."""
     x = torch.randn(B, V, device="cuda", dtype=torch.float64) * 3
     for r in range(B):
         if r % 4 == 0:

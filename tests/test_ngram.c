@@ -1,5 +1,5 @@
 /*
- * PLE (hashed n-gram embeddings) on the CPU reference backend: the spec's
+ * PLE (hashed n-gram embeddings) on the CPU reference backend: the documented
  * worked checks, randomized ragged batches against an independent oracle,
  * decode == prefill through the context roll, gathers of every table dtype,
  * the fused op, and every kind of bad argument.
@@ -44,7 +44,7 @@ static ingot_status run_row_ids(const ingot_ngram_config *cfg, const ngram_case 
   return st;
 }
 
-/* ---- the spec's worked checks --------------------------------------------- */
+/* ---- the documented worked checks --------------------------------------------- */
 
 static int test_derive_toy(void) {
   ingot_ngram_config cfg = toy_config(7);

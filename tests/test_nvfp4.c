@@ -99,7 +99,7 @@ static int indep_block(const float x[16], float gs, uint8_t *sf_out, uint8_t cod
   return nonfinite;
 }
 
-/* The spec's swizzle formula, written out again. */
+/* The documented swizzle formula, written out again. */
 static int64_t spec_offset(int64_t m, int64_t k, int64_t cols) {
   int64_t kt = ((cols / 16) + 3) / 4;
   return (m / 128) * (kt * 512) + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (k % 4);

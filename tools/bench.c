@@ -934,8 +934,8 @@ static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: ingot bench [options]\n"
           "\n"
-          "Checks every case against the CPU reference (byte-identical where the spec\n"
-          "says so), then times it: on the GPU with CUDA graphs and events, else (or\n"
+          "Checks every case against the CPU reference (byte-identical where the math\n"
+          "allows), then times it: on the GPU with CUDA graphs and events, else (or\n"
           "with --cpu) on the CPU backend with the wall clock. Exit status 0 only if\n"
           "every check passed, 1 if one failed, 2 on a usage error.\n"
           "\n"

@@ -1,10 +1,10 @@
 /*
- * `ingot bench` cases for the hashed n-gram embeddings (spec/ple.md):
+ * `ingot bench` cases for the hashed n-gram embeddings (docs/ple.md):
  * ingot_ngram_row_ids, ingot_ngram_commit_context, ingot_ngram_gather and the
  * fused ingot_ngram_embed.
  *
  * Configs (ingot_ngram_config_derive, seed 1234, layer 0):
- *   toy       V=512, n=3, hpn=2 (H=4), base=1000, E=7 (the spec's worked example)
+ *   toy       V=512, n=3, hpn=2 (H=4), base=1000, E=7 (the documented worked example)
  *   real      V=248320, n=3, hpn=8 (H=16), base=20000000, E=248044
  *   real-fit  the real V/n/hpn with base = R/H * 15/16, so that every row id
  *             falls inside the benchmark table (R rows) -- the real config's

@@ -16,7 +16,7 @@
  * variance) times a per-column factor 2^u, u uniform in [-2, 2], with 1
  * column in 128 an outlier channel (x 24); gate/up weights are 0.02 x
  * normal-ish x 2^u per row, u uniform in [-1, 1]. Every slot has its own
- * data and its own global scale, computed on the host by the spec's rule:
+ * data and its own global scale, computed on the host by the documented rule:
  * gs = 448 * 6 / amax (2688.0f / amax in fp32), amax over the slot's input
  * (over both matrices for gate/up). Dequantize reads what quantize (on the
  * backend under test) made of such inputs, so its block scales are
@@ -114,7 +114,7 @@ static float fill_weight(bench_rng *rng, uint16_t *x, int64_t rows, int64_t cols
   return f32_from_bits(amax << 16);
 }
 
-/* The spec's global scale: 448 * 6 / amax, one fp32 division (1 for amax 0). */
+/* The documented global scale: 448 * 6 / amax, one fp32 division (1 for amax 0). */
 static float host_global_scale(float amax) {
   if (amax == 0.0f) return 1.0f;
   volatile float q = 2688.0f / amax; /* one fp32 rounding, whatever FLT_EVAL_METHOD says */
@@ -400,7 +400,7 @@ static int nvfp4_check(bench_env *env, void *state) {
   if (compute) {
     if ((r = bench_compare_bytes(env, "global scale", &got_gs, &want_gs, sizeof got_gs, 4)))
       return r;
-    /* and the spec's rule, computed on the host from the generated data */
+    /* and the documented rule, computed on the host from the generated data */
     if ((r = bench_compare_bytes(env, "global scale vs host 2688/amax", &got_gs, &s->h_gs[0],
                                  sizeof got_gs, 4)))
       return r;

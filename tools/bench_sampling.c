@@ -1,6 +1,6 @@
 /*
  * `ingot bench` cases for the sampling ops (include/ingot/ingot.h, Sampling
- * section), at the spec's shapes:
+ * section), at the documented shapes:
  *   softmax  B=1 V=151936 and B=64 V=262144 (f32 logits, temperature 0.8; the
  *            latter again with bf16 logits)
  *   sample   "masked step": an xgrammar bitmask (half the tokens allowed),

@@ -120,7 +120,7 @@ typedef struct ingot_context *ingot_context_t;
 enum {
   /* The environment variable INGOT_FORCE_REFERENCE was set to a non-empty
    * value other than "0" when the context was created: every op runs the
-   * plainest kernels, written line by line after the spec's arithmetic
+   * plainest kernels, written line by line after the documented arithmetic
    * (same results; for debugging without a rebuild). */
   INGOT_CONTEXT_FLAG_FORCE_REFERENCE = 1u << 0
 };
@@ -225,7 +225,7 @@ static inline ingot_tensor ingot_tensor_2d(void *data, ingot_dtype dtype, int64_
 /* ------------------------------------------------------------------------ */
 /*
  * A PLE layer looks up, for each token, H rows of a large table addressed by
- * hashes of the token's last n-gram windows. Full definition: spec/ple.md.
+ * hashes of the token's last n-gram windows. Full definition: docs/ple.md.
  *
  * Terms used below:
  *   n      n-gram size (orders k = 2..n); hpn heads per order;
@@ -277,7 +277,7 @@ typedef struct ingot_ngram_config {
   int64_t offsets[INGOT_NGRAM_MAX_HEADS];   /* off[0..H-1], each >= 0 */
 } ingot_ngram_config;
 
-/* Derives a layer's constants as in spec/ple.md (for checkpoints that do not
+/* Derives a layer's constants as in docs/ple.md (for checkpoints that do not
  * ship them): splitmix64 multipliers from seed + 10007 * layer_index, P[h] the
  * (layer_index*H + h + 1)-th prime >= base, off the exclusive prefix sum of P.
  * vocab_size >= 1, 2 <= n <= INGOT_NGRAM_MAX_N, heads_per_order >= 1,
@@ -351,7 +351,7 @@ INGOT_API ingot_status ingot_ngram_embed(ingot_context_t ctx, const ingot_ngram_
 /* NVFP4 (E2M1 values, E4M3 block scales, fp32 global scale)                 */
 /* ------------------------------------------------------------------------ */
 /*
- * Format (spec/nvfp4.md). A [rows, cols] matrix (cols % 16 == 0) is stored as
+ * Format (docs/nvfp4.md). A [rows, cols] matrix (cols % 16 == 0) is stored as
  *   values  [rows, cols/2] U8: E2M1 codes, two per byte, the even element in
  *           the LOW nibble. code = sign << 3 | index, magnitudes
  *           {0, 0.5, 1, 1.5, 2, 3, 4, 6} at index 0..7.
@@ -527,7 +527,7 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * [rows, cols] (its padding bytes may be read, whatever they hold, but never
  * reach an output); global_scale F32 [1].
  *
- * GEMM (spec/nvfp4.md): A [M, K], B [N, K] (B is a linear layer's weight,
+ * GEMM (docs/nvfp4.md): A [M, K], B [N, K] (B is a linear layer's weight,
  * [out, in]):
  *   acc[m, n] = sum_k decode(a[m, k]) * decode(b[n, k])   fp32 accumulation
  *   alpha     = 1.0f / (gsA * gsB)                          (two fp32 roundings)
@@ -656,7 +656,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
 /* ------------------------------------------------------------------------ */
 /*
  * One sampling step for B rows (requests) over a vocabulary of V tokens
- * (spec/sampling.md; design notes in docs/sampling.md): masks and logit
+ * (docs/sampling.md): masks and logit
  * bias, temperature, top-k, top-p, min-p, a seeded draw or greedy, the
  * drawn token's log-probabilities and the top-n (token, logprob) pairs,
  * in one call. Rows are independent: a row's result depends only on its

@@ -1,4 +1,4 @@
-"""Hashed n-gram embeddings (PLE / Engram): spec/ple.md, ingot.h.
+"""Hashed n-gram embeddings (PLE / Engram): docs/ple.md, ingot.h.
 
 Terms:
   n      n-gram size (orders k = 2..n); hpn heads per order;
@@ -55,7 +55,7 @@ class NgramConfig:
     offsets=None)``: mult[0..n-1], P[0..H-1] and off[0..H-1] (H = hpn * (n-1))
     as ints, lists or arrays; offsets default to the exclusive prefix sum of
     the primes. The library validates the config (IngotError otherwise).
-    Or derive the constants as spec/ple.md does: :meth:`derive`.
+    Or derive the constants as docs/ple.md does: :meth:`derive`.
     """
 
     def __init__(self, n, heads_per_order, boundary_token, multipliers, primes, offsets=None):

@@ -1,4 +1,4 @@
-"""NVFP4: E2M1 values, E4M3 block scales, an fp32 global scale (spec/nvfp4.md,
+"""NVFP4: E2M1 values, E4M3 block scales, an fp32 global scale (docs/nvfp4.md,
 the NVFP4 section of ingot.h).
 
 Format. A [rows, cols] matrix (cols % 16 == 0) is stored as

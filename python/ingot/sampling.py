@@ -1,5 +1,5 @@
 """Sampling: masks and logit bias, temperature, top-k / top-p / min-p, a
-seeded Gumbel-max draw or greedy, log-probabilities (spec/sampling.md; the
+seeded Gumbel-max draw or greedy, log-probabilities (docs/sampling.md; the
 rules are stated in the Sampling section of ingot.h).
 
 Per row r of ``logits [B, V]`` (float32, bfloat16 or float16; any row

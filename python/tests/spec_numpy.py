@@ -1,4 +1,4 @@
-"""spec/ple.md written out in numpy, independently of the C code: the oracle
+"""docs/ple.md written out in numpy, independently of the C code: the oracle
 of the numpy tests. Wrapping int64 products are taken in uint64 (numpy array
 arithmetic wraps modulo 2^64); np.remainder is the floored modulo."""
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def derive(vocab_size, n, hpn, base, seed=1234, layer=0):
-    """(mult, P, off) as spec/ple.md derives them (Python ints)."""
+    """(mult, P, off) as docs/ple.md derives them (Python ints)."""
     mask = (1 << 64) - 1
     golden = 0x9E3779B97F4A7C15
 
@@ -56,7 +56,7 @@ def windows(n, ids, cu, context):
 
 
 def row_ids(n, hpn, E, mult, P, off, ids, cu, context):
-    """rows [T, H] int64 of spec/ple.md "Row ids"."""
+    """rows [T, H] int64 of docs/ple.md "Row ids"."""
     x = windows(n, ids, cu, context)
     alive = np.ones(len(x), dtype=bool)
     for s in range(1, n):  # a boundary is a wall: it and everything left of it become E

@@ -1,4 +1,4 @@
-"""spec/nvfp4.md (and the NVFP4 rules of ingot.h) written out in numpy,
+"""docs/nvfp4.md (and the NVFP4 rules of ingot.h) written out in numpy,
 independently of the C code: the oracle of the NVFP4 tests. The two
 roundings come from ml_dtypes (float8_e4m3fn for the block scale,
 float4_e2m1fn for the codes); everything else is float32 numpy arithmetic,
@@ -103,7 +103,7 @@ def quantize(x, gs):
 
 
 def scale_offset(row, k, cols):
-    """The 128x4 swizzle (spec/nvfp4.md), written out on its own."""
+    """The 128x4 swizzle (docs/nvfp4.md), written out on its own."""
     kt = (cols // 16 + 3) // 4
     return ((row // 128) * (kt * 512) + (k // 4) * 512 + (row % 32) * 16
             + ((row % 128) // 32) * 4 + (k % 4))

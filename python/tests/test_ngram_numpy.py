@@ -1,5 +1,5 @@
 """Hashed n-gram ops on the CPU backend with numpy arrays, against
-spec_numpy.py (spec/ple.md written out independently of the C code)."""
+spec_numpy.py (docs/ple.md written out independently of the C code)."""
 
 import sys
 
@@ -10,7 +10,7 @@ np = pytest.importorskip("numpy")
 import ingot  # noqa: E402
 import spec_numpy as spec  # noqa: E402
 
-E = 7  # boundary token of the spec's worked checks
+E = 7  # boundary token of the documented worked checks
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 SPEC_ROWS = [[883, 1988, 2795, 3714], [105, 1826, 2064, 3895], [365, 2017, 2662, 3065],

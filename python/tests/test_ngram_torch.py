@@ -1,5 +1,5 @@
 """Hashed n-gram ops with torch tensors, against a plain-PyTorch
-implementation of spec/ple.md: CPU, and CUDA (bit-exact, CUDA graphs) when a
+implementation of docs/ple.md: CPU, and CUDA (bit-exact, CUDA graphs) when a
 GPU is present. Skipped without torch."""
 
 import pytest
@@ -16,7 +16,7 @@ SPEC_ROWS = [[883, 1988, 2795, 3714], [105, 1826, 2064, 3895], [365, 2017, 2662,
              [131, 1966, 2423, 3454], [364, 1785, 2045, 3807], [210, 1630, 2777, 3529]]
 
 
-# ---- spec/ple.md in plain PyTorch -----------------------------------------------------------
+# ---- docs/ple.md in plain PyTorch -----------------------------------------------------------
 
 
 def torch_row_ids(cfg, ids, cu, context):

@@ -1,5 +1,5 @@
 /*
- * Hashed n-gram embeddings: the spec's arithmetic (spec/ple.md), written once
+ * Hashed n-gram embeddings: the documented arithmetic (docs/ple.md), written once
  * as plainly as possible, per token / per request / per row. The CPU backend
  * loops over these; the CUDA backend runs them one thread per item when
  * INGOT_FORCE_REFERENCE is set. The optimized CUDA kernels are separate code

@@ -1,5 +1,5 @@
 /*
- * NVFP4 reference arithmetic (spec/nvfp4.md; the rules are stated in
+ * NVFP4 reference arithmetic (docs/nvfp4.md; the rules are stated in
  * include/ingot/ingot.h), shared by the CPU backend and the CUDA reference /
  * edge-case paths so that both run the very same operations. Every float
  * operation is one IEEE fp32 operation, round to nearest even: the CUDA

@@ -1,5 +1,5 @@
 /*
- * Sampling reference arithmetic (spec/sampling.md; the rules are stated in
+ * Sampling reference arithmetic (docs/sampling.md; the rules are stated in
  * the Sampling section of include/ingot/ingot.h), shared by the CPU backend
  * and the CUDA kernels so that both compute the very same bits:
  *

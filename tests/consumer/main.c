@@ -22,7 +22,7 @@ int main(void) {
     return 1;
   }
   ingot_context_destroy(ctx);
-  /* the spec's first worked row */
+  /* the documented first worked row */
   if (rows[0] != 883 || rows[3] != 3714) return 1;
   printf("consumer ok: ingot %s\n", ingot_version());
   return 0;
