@@ -251,7 +251,7 @@ static int check_chunked(const ingot_ngram_config *cfg, ingot_dtype dt, int R,
 }
 
 static int test_decode_equals_prefill(void) {
-  /* the issue's schedule: chunks of 3, 1, 2, 5 then 3 decodes; batch-mates
+  /* a prefill-then-decode schedule: chunks of 3, 1, 2, 5 then 3 decodes; batch-mates
    * on other schedules (with empty steps) share every call */
   static const int schedule[4][16] = {
       {3, 1, 2, 5, 1, 1, 1},

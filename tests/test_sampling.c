@@ -6,7 +6,7 @@
  *     conversion restated in double, pinned (seed, position, token) values
  *     every backend must reproduce, its distribution; the portable exp/log
  *     against libm in double (max ulp printed);
- *   - the seed's masked softmax rows (first 16384 columns -Inf, all but 3
+ *   - the known-hard masked softmax rows (first 16384 columns -Inf, all but 3
  *     ids -Inf, a 20000-column -Inf block in the middle; B = 1, 3, 8;
  *     V = 151936, 201088, 262144) against a float64 softmax (max relative
  *     error printed), and draws under a 3-id mask;
@@ -492,7 +492,7 @@ static int test_uniform_distribution(void) {
   return 0;
 }
 
-/* ---- the seed's masked softmax rows --------------------------------------------------------- */
+/* ---- the known-hard masked softmax rows --------------------------------------------------------- */
 
 enum { MASK_PREFIX = 0, MASK_THREE = 1, MASK_BLOCK = 2, MASK_NONE = 3 };
 
@@ -608,7 +608,7 @@ static int test_seed_masked_softmax(void) {
   return 0;
 }
 
-/* The seed's sample_impl case: everything but 3 ids masked, 8 rows x 64
+/* The known-hard sampling case: everything but 3 ids masked, 8 rows x 64
  * draws; every draw must be one of the row's 3 ids, and each id appears
  * (each has p > 0.3: P(one of the 24 never drawn) < 24 * 0.7^64 = 3e-9). */
 static int test_three_allowed_ids(void) {

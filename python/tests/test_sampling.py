@@ -1,6 +1,6 @@
 """Sampling through the Python binding on the CPU backend, against numpy
 written here from the rules of ingot.h: an independent Philox-4x32-10 and
-uniform conversion (bit-exact), float64 softmax of the seed's masked rows,
+uniform conversion (bit-exact), float64 softmax of the known-hard masked rows,
 Gumbel-max draws rebuilt in numpy, sort-based top-k / top-p / min-p sets,
 log-probabilities and top-n, empty / NaN rows, batch invariance, errors;
 against torch.softmax when torch is installed; the struct layouts against
@@ -107,7 +107,7 @@ def test_portable_exp_log(rng):
 
 
 def masked_rows(rng, B, V, kinds):
-    """Logits [B, V] (float32, N(0, 3)) with the seed's masks as -inf:
+    """Logits [B, V] (float32, N(0, 3)) with the known-hard masks as -inf:
     0: the first 16384 columns, 1: all but 3 ids, 2: a 20000-column block
     in the middle, 3: none. Returns (x, mask) with mask True = masked."""
     x = (rng.standard_normal((B, V)) * 3).astype(np.float32)
@@ -207,7 +207,7 @@ def test_draws_are_gumbel_max_in_numpy(ctx, rng):
 
 
 def test_three_allowed_ids(ctx, rng):
-    """The seed's sample_impl case: all but 3 ids masked; every draw is one of them."""
+    """The known-hard sampling case: all but 3 ids masked; every draw is one of them."""
     B, V, draws = 16, 151936, 8
     x = np.full((B, V), -np.inf, dtype=np.float32)
     ids = np.stack([rng.choice(V, 3, replace=False) for _ in range(B)])
