@@ -15,7 +15,7 @@
 
 #include "bench.h"
 #include "ingot/ingot.h"
-#include "quantize.h"
+#include "quantize/quantize.h"
 
 static void usage(FILE *f) {
   fprintf(f,
