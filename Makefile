@@ -1,9 +1,10 @@
 # The two commands a new user needs:
 #   make bench   build, check every kernel against the CPU reference, time it
 #                (on the GPU when there is one, else on the CPU)
-#   make test    build and run every test: C tests (CTest), the CPU tests again
-#                under AddressSanitizer + UndefinedBehaviorSanitizer, and the
-#                Python tests
+#   make test    build and run every test: C tests and the examples (CTest),
+#                the CPU tests again under AddressSanitizer +
+#                UndefinedBehaviorSanitizer, the Python tests, and an install
+#                whose consumers build with CMake and pkg-config
 # Everything is built here; nothing needs installing first except a C
 # compiler, CMake and Python 3 (nvcc is optional: without it the library is
 # CPU-only).

@@ -119,9 +119,11 @@ typedef struct ingot_context *ingot_context_t;
 /* Context flags, reported by ingot_context_flags(). */
 enum {
   /* The environment variable INGOT_FORCE_REFERENCE was set to a non-empty
-   * value other than "0" when the context was created: every op runs the
-   * plainest kernels, written line by line after the documented arithmetic
-   * (same results; for debugging without a rebuild). */
+   * value other than "0" when the context was created: the n-gram and NVFP4
+   * format ops (quantize, dequantize, global scale, swizzle) run their
+   * plainest CUDA kernels, written line by line after the documented
+   * arithmetic (same results; for debugging without a rebuild). Sampling and
+   * the NVFP4 GEMM / GeGLU have one form each and ignore it. */
   INGOT_CONTEXT_FLAG_FORCE_REFERENCE = 1u << 0
 };
 
@@ -406,7 +408,7 @@ INGOT_API ingot_status ingot_ngram_embed(ingot_context_t ctx, const ingot_ngram_
  * Layouts of the data tensors: the last dimension contiguous, any row
  * stride. Outputs must not overlap inputs or each other. On error nothing is
  * written or launched. CUDA: each op is a fixed, small number of kernel
- * launches (stated per op), no allocation, no host synchronisation: safe
+ * launches, no allocation, no host synchronisation: safe
  * to capture in a CUDA graph. Best speed with 16-byte aligned matrices and
  * row strides (8-byte for `values`); other alignments run a slower kernel
  * with identical results.
@@ -457,7 +459,7 @@ INGOT_API ingot_status ingot_nvfp4_quantize(ingot_context_t ctx, const ingot_ten
  *          division overflows (amax < ~7.9e-36).
  * global_scale must not overlap x. CUDA: three launches (a 4-byte memset,
  * a max-reduction into global_scale's own word with atomicMax on the float
- * bits, a one-thread finalize); no workspace. */
+ * bits, a one-thread finalize; two for an empty x); no workspace. */
 INGOT_API ingot_status ingot_nvfp4_global_scale(ingot_context_t ctx, const ingot_tensor *x,
                                                 const ingot_tensor *global_scale,
                                                 struct CUstream_st *stream);
@@ -762,7 +764,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * returns NOT_SUPPORTED before launch. Two kernels (and, for one or two
  * rows, the WIDE paths below); which kernel serves a row
  * depends only on that row's parameters and the call's outputs:
- *   - DENSE (1.8-5x faster): rows with no filter (top_k 0 or >= V,
+ *   - DENSE (the faster one): rows with no filter (top_k 0 or >= V,
  *     top_p 1, min_p 0), and rows of ingot_sample with 1 <= top_k <= 64
  *     (32 when V <= 512), whatever their top_p and min_p, in a call
  *     without top-n outputs; in a call with top-n outputs of n <= 64 (32
@@ -784,7 +786,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     top-p boundary may differ from the CPU as on the general kernel). A
  *     row whose final set may reach further is handed to the general
  *     kernel: it costs the dense kernel's pass and reduction on top of the
- *     general kernel's work (H200: +6% on rows of thousands of tokens).
+ *     general kernel's work.
  *   - GENERAL: the other rows (a larger top-k, the nucleus rows above that
  *     reach past the 64, any filtered row of ingot_sampling_softmax, any
  *     filtered row of a call with top-n outputs), rows with a bad value,
@@ -804,10 +806,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     of the whole GPU instead of one cluster: three kernels (the softmax)
  *     or two (the sample) chained by programmatic dependent launch, the
  *     partial results (a few KB) in the workspace. The same bits as the
- *     dense kernel. H200, V = 151936: the softmax about 4.6 us a call
- *     against 5.1; the masked step with both log-probabilities 7.4 us
- *     against 8.5 (logits like a language model's) and 8.7 against 12.0
- *     (nearly every allowed token a draw candidate).
+ *     dense kernel.
  *   - 16-BIT (ingot_sampling_softmax): a call of bf16 / f16 logits without
  *     filter tensors or bias / ban lists that the dense kernel would take,
  *     with more blocks than the dense kernel runs at once (B x blocks a
@@ -815,8 +814,7 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     with 61441 <= V <= 237568 (on 16-block clusters, as on an H200),
  *     keeps each block's logits as 16-bit values instead of fp32 and
  *     computes each weight twice, so that twice as many rows are in
- *     flight. The same bits as the dense kernel. H200,
- *     B = 64, V = 262144: about 36 us against 43.
+ *     flight. The same bits as the dense kernel.
  * Either way probabilities and log-probabilities agree with the CPU within
  * 2e-6 relative, and a row's result does not depend on the batch, its index
  * or its neighbours.
@@ -831,8 +829,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * kernel be scheduled early, which matters only if that kernel was itself
  * launched with programmatic stream serialization (and so must wait the
  * same way before reading these outputs). In a CUDA graph of consecutive
- * sampling calls this hides ~0.8 us of launch latency and parameter fetch
- * a kernel (H200).
+ * sampling calls this hides most of each kernel's launch latency and
+ * parameter fetch.
  */
 
 /* Bits of the per-row status (row_status outputs). */

@@ -1,6 +1,6 @@
 /*
  * Hashed n-gram embeddings: argument validation and dispatch (every backend),
- * and the constants derivation of spec/ple.md.
+ * and the constants derivation of docs/ple.md.
  */
 #include <inttypes.h>
 #include <math.h>

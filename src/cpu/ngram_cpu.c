@@ -1,5 +1,5 @@
 /*
- * Hashed n-gram embeddings, CPU reference backend: loops over the spec's
+ * Hashed n-gram embeddings, CPU reference backend: loops over the documented
  * arithmetic in common/ngram_ref.h. This is the test oracle; keep it plain.
  */
 #include "common/ngram_ref.h"

@@ -1,5 +1,5 @@
 /*
- * Hashed n-gram embeddings on CUDA (spec/ple.md).
+ * Hashed n-gram embeddings on CUDA (docs/ple.md).
  *
  * Kernels
  *   ngram_row_ids_kernel   one thread per (token, head): finds the token's

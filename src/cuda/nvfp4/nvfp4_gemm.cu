@@ -816,7 +816,7 @@ struct Plan {
   size_t ws_bytes;
 };
 
-// Column tile, from A/B timings on an H200 (docs/perf-notes.md, NVFP4 GEMM): the GeGLU
+// Column tile, from A/B timings on an H200 (docs/decisions/0040): the GeGLU
 // runs best with BN = 128 at every M (two CTAs an SM: one's epilogue overlaps the other's
 // main loop), the plain GEMM with BN = 256 once M fills more than half a row tile (a third
 // less decode per FLOP) and with BN = 128 below (shorter K-tiles, more CTAs).
