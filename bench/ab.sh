@@ -4,30 +4,33 @@
 # parallel), its benchmark rows run ROUNDS times interleaved with the others',
 # and bench/compare.py prints each row's minimum us/call per version.
 #
-# Usage: bench/ab.sh OUT ROUNDS FILTER LABEL=SRC_DIR [LABEL=SRC_DIR ...]
+# Usage: [AB_BUILD=build-ab] [ROUNDS=0: build only] bench/ab.sh OUT ROUNDS FILTER LABEL=SRC_DIR ...
 #   OUT      folder for the JSON of every round and the comparison
+#   ROUNDS   rounds of the benchmark (0: only build, e.g. while the GPU is busy)
 #   FILTER   `ingot bench --filter` text ("" for every row)
 #   SRC_DIR  a source tree (a git worktree or `git archive REV | tar -x`)
 # The first version is the baseline of the comparison.
 set -euo pipefail
 OUT=${1:?OUT}; ROUNDS=${2:?ROUNDS}; FILTER=${3?FILTER}; shift 3
 GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
-mkdir -p "$OUT"
+BUILDS=${AB_BUILD:-build-ab}
+mkdir -p "$OUT" "$BUILDS"
 labels=()
 for v in "$@"; do
   label=${v%%=*}; src=${v#*=}; labels+=("$label")
-  ( cmake -S "$src" -B "$OUT/build_$label" -G Ninja -DINGOT_WERROR=ON -DINGOT_BUILD_TESTS=OFF \
-      -DINGOT_CUDA_GENCODE="$GENCODE" > "$OUT/cmake_$label.log" 2>&1 &&
-    ninja -C "$OUT/build_$label" tools/ingot > "$OUT/build_$label.log" 2>&1 ) &
+  ( cmake -S "$src" -B "$BUILDS/$label" -G Ninja -DINGOT_WERROR=ON -DINGOT_BUILD_TESTS=OFF \
+      -DINGOT_CUDA_GENCODE="$GENCODE" ${AB_CMAKE_ARGS:-} > "$OUT/cmake_$label.log" 2>&1 &&
+    ninja -C "$BUILDS/$label" tools/ingot > "$OUT/build_$label.log" 2>&1 ) &
 done
 wait
 for label in "${labels[@]}"; do
-  [ -x "$OUT/build_$label/tools/ingot" ] || { tail -30 "$OUT/build_$label.log"; exit 1; }
+  [ -x "$BUILDS/$label/tools/ingot" ] || { tail -30 "$OUT/cmake_$label.log" "$OUT/build_$label.log"; exit 1; }
 done
+[ "$ROUNDS" -gt 0 ] || exit 0
 args=()
 for r in $(seq "$ROUNDS"); do
   for label in "${labels[@]}"; do
-    "$OUT/build_$label/tools/ingot" bench ${FILTER:+--filter "$FILTER"} --commit "$label" \
+    "$BUILDS/$label/tools/ingot" bench ${FILTER:+--filter "$FILTER"} \
       --json "$OUT/${label}_$r.json" > "$OUT/${label}_$r.txt" 2>&1 ||
       { echo "ab: $label round $r failed"; tail -5 "$OUT/${label}_$r.txt"; }
   done

@@ -5,28 +5,33 @@
 # each CUDA test on its small variant, racecheck of the sampling kernels when
 # RACECHECK names a part (e.g. RACECHECK="bf16 151936"), and `ingot bench`.
 # Prints one line per step; exits non-zero if any step failed.
-# Usage: bench/gpu_check.sh OUT [COMMIT]
+# Usage: [STEPS="build ctest ..."] bench/gpu_check.sh OUT [COMMIT]
+#   STEPS: any of build ctest pytest memcheck bench (default: all, in that order)
 set -uo pipefail
 OUT=${1:?OUT}; COMMIT=${2:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 BUILD=${BUILD:-build-gpu}
 GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
+STEPS=${STEPS:-build ctest pytest memcheck bench}
 mkdir -p "$OUT"
 fail=0
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { # name, command...
   local name=$1; shift
   local t0=$SECONDS
   if "$@" > "$OUT/$name.log" 2>&1; then echo "ok     $name ($((SECONDS - t0)) s)"
   else echo "FAILED $name ($((SECONDS - t0)) s): see $name.log"; tail -15 "$OUT/$name.log"; fail=1; fi
 }
-step build bash -c "cmake -S . -B $BUILD -G Ninja -DINGOT_WERROR=ON -DINGOT_CUDA=ON \
+want build && step build bash -c "cmake -S . -B $BUILD -G Ninja -DINGOT_WERROR=ON -DINGOT_CUDA=ON \
   -DINGOT_CUDA_GENCODE='$GENCODE' && ninja -C $BUILD"
 [ $fail = 0 ] || exit 1
-step ctest ctest --test-dir "$BUILD" --output-on-failure -j 4
-grep -E "tests passed|tests failed|Skipped|\*\*\*" "$OUT/ctest.log" | head -20
-step pytest env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
+if want ctest; then
+  step ctest ctest --test-dir "$BUILD" --output-on-failure -j 4
+  grep -E "tests passed|tests failed|Skipped|\*\*\*" "$OUT/ctest.log" | head -20
+fi
+want pytest && step pytest env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
   python3 -m pytest -q python/tests
-tail -1 "$OUT/pytest.log"
-for t in test_ngram_cuda test_nvfp4_cuda test_nvfp4_gemm_cuda test_sampling_cuda; do
+want pytest && tail -1 "$OUT/pytest.log"
+want memcheck && for t in test_ngram_cuda test_nvfp4_cuda test_nvfp4_gemm_cuda test_sampling_cuda; do
   step "memcheck_$t" timeout "${MEMCHECK_TIMEOUT:-240}" env INGOT_TEST_QUICK=1 INGOT_TEST_SMALL=1 \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/$t"
   tail -1 "$OUT/memcheck_$t.log"
@@ -38,7 +43,8 @@ if [ -n "${RACECHECK:-}" ]; then
     python3 tests/racecheck_sampling.py $RACECHECK
   tail -2 "$OUT/racecheck.log"
 fi
-step bench "$BUILD/tools/ingot" bench --commit "$COMMIT" --json "$OUT/bench.json"
-cp "$OUT/bench.log" "$OUT/bench.txt"
-grep -E "cases:|FAILED" "$OUT/bench.log" | head -10
+if want bench; then
+  step bench "$BUILD/tools/ingot" bench --commit "$COMMIT" --json "$OUT/bench.json"
+  grep -E "cases:|FAILED" "$OUT/bench.log" | head -10
+fi
 exit $fail
