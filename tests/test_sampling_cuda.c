@@ -9,16 +9,16 @@
  *     masses in 64-bit fixed point, the CPU in double);
  *   - top-n ids identical, their log-probabilities within the same bound;
  *   - batch invariance on the GPU, bit for bit;
- *   - the seed's masked rows against a float64 softmax;
+ *   - the known-hard masked rows against a float64 softmax;
  *   - a bad per-row value: token -1 and BAD_PARAMETER on that row only;
  *   - bad arguments: the named error, nothing written (device buffers);
  *   - graph capture and replay with new seeds, positions and masks == eager.
  * Half the random batches pass no top_k / top_p / min_p tensor (and most of
- * those no top-n output): that is the dense kernel (src/cuda/sampling_dense.cu)
- * alone. With filter tensors and no top-n, rows without a filter go to the
- * dense kernel and the others to the general one (mixed_rows checks that
- * split); with top-n, the general kernel takes every row. The fixed-case
- * tests run on both kernels.
+ * those no top-n output): that is the dense kernel
+ * (src/cuda/sampling/sampling_dense.cu) alone. With filter tensors and no
+ * top-n, rows without a filter go to the dense kernel and the others to the
+ * general one (mixed_rows checks that split); with top-n, the general kernel
+ * takes every row. The fixed-case tests run on both kernels.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -1218,7 +1218,7 @@ static int test_softmax_many_rows(void) {
   return 0;
 }
 
-/* The seed's masks against float64: first 16384 columns -Inf; all but 3 ids;
+/* The known-hard masks against float64: first 16384 columns -Inf; all but 3 ids;
  * a 20000-column block in the middle. */
 static int test_seed_rows_vs_float64(void) {
   static const int64_t Vs[] = {151936, 201088, 262144};
@@ -1274,7 +1274,7 @@ static int test_seed_rows_vs_float64(void) {
       }
       free_result(&g), free_batch(&b);
     }
-  printf("  the seed's masked rows on CUDA: max relative error vs float64 over p > 1e-6: %.3g\n",
+  printf("  the known-hard masked rows on CUDA: max relative error vs float64 over p > 1e-6: %.3g\n",
          worst);
   EXPECT(worst < 4e-6, "max relative error %.3g", worst);
   return 0;
@@ -1433,7 +1433,7 @@ static int test_dense_kernel_fits(void) {
   return 0;
 }
 
-/* Three blocks a SM of the softmax and of the plain sampler at the spec's
+/* Three blocks a SM of the softmax and of the plain sampler at the documented
  * vocabularies, on a device with 16-block clusters and 228 KB of shared
  * memory a SM (H100, H200): the B = 64 rows run 21 rows at once, not 14.
  * The budget is tight (at V = 262144: 3 x (75776 dynamic + 816 static +
@@ -1932,7 +1932,7 @@ static int test_graph_replay(void) {
  * first P (read after write) and P the second softmax's (write after read).
  * P starts as zeros each round. With programmatic dependent launch each
  * kernel is scheduled while the previous one runs, so this is where a wait
- * placed too late would show (docs/perf-notes.md, sessions 5 and 6). A
+ * placed too late would show (docs/decisions/0007-programmatic-dependent-launch.md). A
  * fourth call, a softmax of P into Q, reads what the kernel before it has
  * just written (the wide softmax's second kernel reads its logits before
  * its own wait). B = 4: the dense kernel; B = 2: the wide softmax and the
@@ -2208,7 +2208,8 @@ static int test_rejects_bad_input(void) {
 
 int main(void) {
   test_init("test_sampling_cuda");
-  quick = getenv("INGOT_TEST_QUICK") != NULL;
+  const char *q = getenv("INGOT_TEST_QUICK");
+  quick = q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
   if (!ingot_backend_available(INGOT_BACKEND_CUDA) ||
       ingot_context_create(INGOT_BACKEND_CUDA, 0, &gpu) != INGOT_OK) {
     printf("SKIPPED test_sampling_cuda: no CUDA device\n");

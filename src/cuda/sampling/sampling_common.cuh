@@ -1,8 +1,15 @@
 /*
- * Device helpers shared by the two sampling kernels (src/cuda/sampling.cu,
- * the general one, and src/cuda/sampling_dense.cu, the path without
- * filters): the thread-block cluster of a row, the order-preserving key of a
- * value, and the sparse lists (bias, bans) applied to a block's tokens.
+ * Device helpers shared by every sampling path (sampling_general.cu,
+ * sampling_dense.cu, sampling_softmax_half.cu, sampling_wide_softmax.cu,
+ * sampling_wide_sample.cu): the arguments of the cluster kernels, the
+ * thread-block cluster of a row, the order-preserving key of a value, the
+ * rows with a bad per-row value, the sparse lists (bias, bans) applied to a
+ * block's tokens, and the host side of a launch in clusters with
+ * programmatic dependent launch. A cluster kernel's row r is cluster r of
+ * the grid; its block of rank b holds the row's tokens [b * chunk, (b + 1)
+ * * chunk) (block_part). sampling_paths.cuh builds on this header (the
+ * dispatcher's interface), sampling_cluster.cuh too (the helpers of the
+ * paths that work in groups of 4 tokens).
  */
 #ifndef INGOT_CUDA_SAMPLING_COMMON_CUH
 #define INGOT_CUDA_SAMPLING_COMMON_CUH
@@ -19,7 +26,8 @@ namespace ingot_sampling {
 
 namespace cg = cooperative_groups;
 
-/* The arguments of both kernels (one struct: a launch passes it by value). */
+/* The arguments of the cluster kernels: the general kernel, the dense kernel
+ * and the 16-bit softmax (one struct: a launch passes it by value). */
 struct SamplingArgs {
   ingot_sampling_input in;
   ingot_sampling_output out; /* ingot_sample */
@@ -29,56 +37,12 @@ struct SamplingArgs {
   int chunk;                 /* tokens per block */
   int frac_bits;             /* general kernel: F of the fixed-point masses */
   int keep_raw;              /* general kernel: the raw logits stay in shared memory too */
-  int split;   /* filter tensors given: the dense kernel takes its rows (row_for_dense), the
-                * general kernel the others; 0: a kernel takes every row */
+  int split;   /* filter tensors given: the dense kernel takes its rows (row_for_dense,
+                * sampling_paths.cuh), the general kernel the others; 0: a kernel takes
+                * every row */
   int small_k; /* ingot_sample: the dense kernel also takes rows with 1 <= top_k <= small_k
                 * (any top_p, min_p); 0: none. The same value in both launches of a call */
 };
-
-/* Whether a row with these parameters needs no filter: top_k 0 or >= V,
- * top_p 1, min_p 0. */
-__device__ __forceinline__ bool params_plain(int32_t k, float p, float q, int64_t vocab) {
-  return (k == 0 || k >= vocab) && p == 1.0f && q == 0.0f;
-}
-
-/* Whether a row's filters are top-p and / or min-p without a top-k: the
- * dense kernel's nucleus rows (ingot_sample), decided in its top-small_k set
- * when they can be, else handed to the general kernel (kHandOffToken). */
-__device__ __forceinline__ bool params_nucleus(int32_t k, float p, float q, int64_t vocab) {
-  return (k == 0 || k >= vocab) && (p != 1.0f || q != 0.0f);
-}
-
-/* Whether row r is the dense kernel's: every per-row value valid (a bad one
- * is flagged by the general kernel) and no filter, or (ingot_sample, with
- * a.small_k > 0) a top-k of at most a.small_k or no top-k at all (any
- * top_p, min_p: a nucleus row). Decided from the row's parameters alone. */
-__device__ __forceinline__ bool row_for_dense(const SamplingArgs &a, int64_t r, bool sample) {
-  const ingot_sampling_input &in = a.in;
-  const float T = in.temperature ? in.temperature[r] : 1.0f;
-  const int32_t k = in.top_k ? in.top_k[r] : 0;
-  const float p = in.top_p ? in.top_p[r] : 1.0f;
-  const float q = in.min_p ? in.min_p[r] : 0.0f;
-  return ingot_sampling_params_check(T, k, p, q) == 0 &&
-         (params_plain(k, p, q, in.vocab) ||
-          (sample && a.small_k > 0 && (k <= a.small_k || k >= in.vocab)));
-}
-
-/* The token the dense kernel writes for a nucleus row whose final set
- * reaches past its top-small_k set: the general kernel, launched after it
- * in the same call, takes the row then (and overwrites it). */
-constexpr int32_t kHandOffToken = -2;
-
-/* Whether the general kernel leaves row r to the dense kernel: the row is
- * the dense kernel's and, for a nucleus row, was not handed off. Called
- * after the wait for the dense kernel's grid, whose writes it reads. */
-__device__ __forceinline__ bool row_done_by_dense(const SamplingArgs &a, int64_t r, bool sample) {
-  if (!row_for_dense(a, r, sample)) return false;
-  const ingot_sampling_input &in = a.in;
-  const int32_t k = in.top_k ? in.top_k[r] : 0;
-  const float p = in.top_p ? in.top_p[r] : 1.0f;
-  const float q = in.min_p ? in.min_p[r] : 0.0f;
-  return !(sample && params_nucleus(k, p, q, in.vocab) && a.out.tokens[r] == kHandOffToken);
-}
 
 /* Row r's top-n slots: id -1, log-probability -Inf (block 0 of the row). */
 __device__ __forceinline__ void write_empty_top(const ingot_sampling_output &o, int64_t r,

@@ -1,9 +1,15 @@
 /*
- * Sampling, CUDA backend: ingot_sample and ingot_sampling_softmax in ONE
- * launch each. The rules are the Sampling section of include/ingot/ingot.h;
- * the arithmetic of every rounding-relevant step (Philox, the uniform, the
- * Gumbel noise, exp, the min-p log, the parameter rule) is
- * src/common/sampling_ref.h, shared with the CPU reference.
+ * Sampling, CUDA backend: the GENERAL kernel, sampling_kernel<kMode>, for
+ * ingot_sample and ingot_sampling_softmax in ONE launch each: any row, every
+ * filter (top-k, top-p, min-p), top-n outputs of any n, the raw
+ * distribution's outputs. The dispatcher (sampling_dispatch.cu) gives it the
+ * calls the other paths do not take and, in a call with filter tensors, the
+ * rows the dense kernel leaves (split: it runs after the dense kernel and
+ * skips that kernel's rows, row_done_by_dense in sampling_paths.cuh). The
+ * rules are the Sampling section of include/ingot/ingot.h; the arithmetic of
+ * every rounding-relevant step (Philox, the uniform, the Gumbel noise, exp,
+ * the min-p log, the parameter rule) is src/common/sampling_ref.h, shared
+ * with the CPU reference.
  *
  * Shape of the kernel. A row is processed by a CLUSTER of c thread blocks
  * (Hopper thread-block clusters; c = 1 before sm_90): block b holds the
@@ -40,6 +46,7 @@
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
 #include "cuda/sampling/sampling_common.cuh"
+#include "cuda/sampling/sampling_paths.cuh"
 
 namespace {
 
@@ -269,7 +276,7 @@ __device__ Selection radix_select(const Src &src, int n, bool by_mass, unsigned 
     }
     cluster_barrier(phase);
     for (int b = threadIdx.x; b < kBins; b += kThreads) {
-      /* every remote load issued before the first add: a distributed
+      /* every remote load started before the first add: a distributed
        * shared memory round trip costs about as much as a global one */
       uint32_t cs[kMaxCluster];
       unsigned long long ms[kMaxCluster];
@@ -785,11 +792,12 @@ static cudaError_t set_kernel_attributes(int dynamic_limit) {
   return e;
 }
 
-/* Per-context set-up: the dynamic shared memory limit and the largest
- * cluster (16, 8, 4 or 2; 1 before sm_90 or without sm_90 code) the device
- * can co-schedule with it. Never fails the context: without clusters the
- * sampling ops cover fewer vocabulary sizes. */
-extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
+/* Per-context set-up: whether the kernels run their sm_90 code (pdl), the
+ * dynamic shared memory limit and the largest cluster (16, 8, 4 or 2; 1
+ * before sm_90 or without sm_90 code) the device can co-schedule with it.
+ * Never fails the context: without clusters the sampling ops cover fewer
+ * vocabulary sizes. */
+void ingot_cuda_sampling_general_init(struct ingot_context *ctx) {
   ctx->cuda->sampling.init_error = "not initialised";
   /* Programmatic dependent launch only where the kernels hold the sm_90
    * code: the compute_80 PTX that a newer GPU JIT-compiles has no
@@ -801,7 +809,6 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
                       cudaFuncGetAttributes(&pa, sampling_kernel<kSample>) == cudaSuccess &&
                       pa.ptxVersion >= 90;
   cudaGetLastError();
-  ingot_cuda_sampling_dense_init(ctx);
   ctx->cuda->sampling.max_cluster = 1;
   ctx->cuda->sampling.dynamic_smem = 0;
   cudaFuncAttributes fa;
@@ -838,10 +845,7 @@ extern "C" void ingot_cuda_sampling_init(struct ingot_context *ctx) {
 
 namespace {
 
-struct Geometry {
-  int cluster;
-  int chunk;
-};
+typedef GeneralGeometry Geometry;
 
 /* Tokens per block for c blocks a row: a multiple of 32, so that every
  * block's tokens start at a bitmask word and a 16-byte boundary. */
@@ -868,7 +872,8 @@ ingot_status choose_geometry(struct ingot_context *ctx, const char *op, int64_t 
         (long long)vocab, ctx->cuda->sampling.max_cluster, (long long)(capacity > 0 ? capacity : 0),
         keep_raw ? " with the raw-distribution outputs" : "");
   int want = 1;
-  while (want < ctx->cuda->sampling.max_cluster && (int64_t)want * batch < 2 * (int64_t)ctx->sm_count &&
+  while (want < ctx->cuda->sampling.max_cluster &&
+         (int64_t)want * batch < 2 * (int64_t)ctx->sm_count &&
          vocab / (2 * want) >= kMinTokensPerBlock)
     want <<= 1;
   g->cluster = want > fit ? want : fit;
@@ -911,75 +916,16 @@ ingot_status launch(struct ingot_context *ctx, const char *op, const Args &args,
 
 }  // namespace
 
-ingot_status ingot_cuda_sample_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                              int64_t vocab, ingot_dtype dtype, int64_t num_top,
-                                              size_t *bytes) {
-  (void)dtype;
-  /* the wide sampler's partials (none for B = 0: no call runs) */
-  *bytes = batch > 0 ? ingot_cuda_sample_wide_workspace(ctx, vocab, num_top) : 0;
-  return INGOT_STATUS_SUCCESS;
+ingot_status ingot_cuda_sampling_general_plan(struct ingot_context *ctx, const char *op,
+                                              int softmax, SamplingArgs *args,
+                                              GeneralGeometry *g) {
+  return softmax ? plan<kSoftmax>(ctx, op, *args, g) : plan<kSample>(ctx, op, *args, g);
 }
 
-ingot_status ingot_cuda_sampling_softmax_workspace_size(struct ingot_context *ctx, int64_t batch,
-                                                        int64_t vocab, ingot_dtype dtype,
-                                                        size_t *bytes) {
-  (void)dtype;
-  /* the wide softmax's partials (none for B = 0: no call runs) */
-  *bytes = batch > 0 ? ingot_cuda_sampling_wide_workspace(ctx, vocab) : 0;
-  return INGOT_STATUS_SUCCESS;
-}
-
-ingot_status ingot_cuda_sample(struct ingot_context *ctx, const ingot_sampling_input *in,
-                               const ingot_sampling_output *out, void *workspace,
-                               size_t workspace_bytes, struct CUstream_st *stream) {
-  (void)workspace_bytes; /* core checked it against the size query */
-  static const char op[] = "ingot_sample";
-  if (ingot_cuda_sample_wide_fits(ctx, in, out))
-    return ingot_cuda_sample_wide(ctx, in, out, workspace, stream);
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, out->num_top, 0);
-  if (dense == 1) return ingot_cuda_sample_dense(ctx, in, out, 0, 0, stream);
-  /* the general kernel must be able to take its rows before anything is launched */
-  Args args = {};
-  args.in = *in;
-  args.out = *out;
-  args.row_status = out->row_status;
-  Geometry g;
-  ingot_status st = plan<kSample>(ctx, op, args, &g);
-  if (st) return st;
-  if (dense == 2) {
-    args.small_k = out->num_top > 0 ? 0 : ingot_cuda_sampling_dense_small_k(ctx, in);
-    if ((st = ingot_cuda_sample_dense(ctx, in, out, 1, args.small_k, stream))) return st;
-    args.split = 1;
-  }
-  return launch<kSample>(ctx, op, args, g, stream);
-}
-
-ingot_status ingot_cuda_sampling_softmax(struct ingot_context *ctx,
-                                         const ingot_sampling_input *in, float *probs,
-                                         int64_t probs_stride, uint32_t *row_status,
-                                         void *workspace, size_t workspace_bytes,
-                                         struct CUstream_st *stream) {
-  (void)workspace_bytes; /* core checked it against the size query */
-  static const char op[] = "ingot_sampling_softmax";
-  if (ingot_cuda_sampling_softmax_wide_fits(ctx, in))
-    return ingot_cuda_sampling_softmax_wide(ctx, in, probs, probs_stride, row_status, workspace,
-                                            stream);
-  const int dense = ingot_cuda_sampling_dense_mode(ctx, in, 0, 1);
-  if (dense == 1)
-    return ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 0, stream);
-  Args args = {};
-  args.in = *in;
-  args.probs = probs;
-  args.probs_stride = probs_stride;
-  args.row_status = row_status;
-  Geometry g;
-  ingot_status st = plan<kSoftmax>(ctx, op, args, &g);
-  if (st) return st;
-  if (dense == 2) {
-    if ((st = ingot_cuda_sampling_softmax_dense(ctx, in, probs, probs_stride, row_status, 1,
-                                                stream)))
-      return st;
-    args.split = 1;
-  }
-  return launch<kSoftmax>(ctx, op, args, g, stream);
+ingot_status ingot_cuda_sampling_general_launch(struct ingot_context *ctx, const char *op,
+                                                int softmax, const SamplingArgs &args,
+                                                const GeneralGeometry &g,
+                                                struct CUstream_st *stream) {
+  return softmax ? launch<kSoftmax>(ctx, op, args, g, stream)
+                 : launch<kSample>(ctx, op, args, g, stream);
 }

@@ -1,10 +1,12 @@
 /*
- * Fast fp32 arithmetic of the dense sampling kernel (src/cuda/sampling_dense.cu),
- * each with its error bound: an exp for the masses, an exact division by a
- * row constant, an approximate Gumbel noise used only to decide which
- * tokens need the exact one, and a floor of x below which no s reaches a
- * given one. dev/cuda/sampling_math.cu checks all four on the device
- * against __fdiv_rn, double precision and the portable reference.
+ * Fast fp32 arithmetic of the dense sampling kernel (sampling_dense.cu) and
+ * of the paths that share its bits (the 16-bit softmax, the wide softmax,
+ * the wide sampler; sampling_cluster.cuh), each with its error bound: an exp
+ * for the masses, an exact division by a row constant, an approximate
+ * Gumbel noise used only to decide which tokens need the exact one, and a
+ * floor of x below which no s reaches a given one. A device check of all
+ * four against __fdiv_rn, double precision and the portable reference is
+ * docs/decisions/0041-device-checks-of-the-dense-kernel.md.
  */
 #ifndef INGOT_CUDA_SAMPLING_MATH_CUH
 #define INGOT_CUDA_SAMPLING_MATH_CUH
@@ -55,8 +57,9 @@ __device__ __forceinline__ float fast_exp(float x) {
  * with y = RN(1 / b), the fast path of CUDA's own division, valid while
  * every intermediate stays normal; here |a| in [2^-60, 2^90) and b in
  * [2^-30, 2^30) (checked once); 0 gives itself; anything else
- * (subnormal, huge, Inf, NaN) goes to __fdiv_rn. dev/cuda/sampling_math.cu compares it with
- * __fdiv_rn on billions of pairs. */
+ * (subnormal, huge, Inf, NaN) goes to __fdiv_rn. The device check
+ * (docs/decisions/0041-device-checks-of-the-dense-kernel.md) compares it
+ * with __fdiv_rn on billions of pairs. */
 struct Divisor {
   float b, y;
   bool fast;
