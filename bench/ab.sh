@@ -9,7 +9,8 @@
 #   ROUNDS   rounds of the benchmark (0: only build, e.g. while the GPU is busy)
 #   FILTER   `ingot bench --filter` text ("" for every row)
 #   SRC_DIR  a source tree (a git worktree or `git archive REV | tar -x`)
-# The first version is the baseline of the comparison.
+# The first version is the baseline of the comparison. AB_ARGS_<label> adds bench
+# options for one version.
 set -euo pipefail
 OUT=${1:?OUT}; ROUNDS=${2:?ROUNDS}; FILTER=${3?FILTER}; shift 3
 GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
@@ -30,7 +31,8 @@ done
 args=()
 for r in $(seq "$ROUNDS"); do
   for label in "${labels[@]}"; do
-    "$BUILDS/$label/tools/ingot" bench ${FILTER:+--filter "$FILTER"} \
+    extra="AB_ARGS_$label" # e.g. AB_ARGS_new="--commit abc123" (a tree whose bench has it)
+    "$BUILDS/$label/tools/ingot" bench ${FILTER:+--filter "$FILTER"} ${!extra:-} \
       --json "$OUT/${label}_$r.json" > "$OUT/${label}_$r.txt" 2>&1 ||
       { echo "ab: $label round $r failed"; tail -5 "$OUT/${label}_$r.txt"; }
   done

@@ -7,6 +7,7 @@
 # Prints one line per step; exits non-zero if any step failed.
 # Usage: [STEPS="build ctest ..."] bench/gpu_check.sh OUT [COMMIT]
 #   STEPS: any of build ctest pytest memcheck bench (default: all, in that order)
+#   MEMCHECK_TESTS, MEMCHECK_TIMEOUT: which CUDA tests memcheck runs, and for how long each
 set -uo pipefail
 OUT=${1:?OUT}; COMMIT=${2:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 BUILD=${BUILD:-build-gpu}
@@ -31,7 +32,7 @@ fi
 want pytest && step pytest env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
   python3 -m pytest -q python/tests
 want pytest && tail -1 "$OUT/pytest.log"
-want memcheck && for t in test_ngram_cuda test_nvfp4_cuda test_nvfp4_gemm_cuda test_sampling_cuda; do
+want memcheck && for t in ${MEMCHECK_TESTS:-test_ngram_cuda test_nvfp4_cuda test_nvfp4_gemm_cuda test_sampling_cuda}; do
   step "memcheck_$t" timeout "${MEMCHECK_TIMEOUT:-240}" env INGOT_TEST_QUICK=1 INGOT_TEST_SMALL=1 \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/$t"
   tail -1 "$OUT/memcheck_$t.log"
