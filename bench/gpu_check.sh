@@ -26,7 +26,7 @@ want build && step build bash -c "cmake -S . -B $BUILD -G Ninja -DINGOT_WERROR=O
   -DINGOT_CUDA_GENCODE='$GENCODE' && ninja -C $BUILD"
 [ $fail = 0 ] || exit 1
 if want ctest; then
-  step ctest ctest --test-dir "$BUILD" --output-on-failure -j 4
+  step ctest ctest --test-dir "$BUILD" --output-on-failure -j "${CTEST_JOBS:-1}"
   grep -E "tests passed|tests failed|Skipped|\*\*\*" "$OUT/ctest.log" | head -20
 fi
 want pytest && step pytest env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \

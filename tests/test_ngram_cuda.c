@@ -31,7 +31,7 @@ static cudaStream_t stream;
 static void *dev_copy(const void *host, size_t bytes) {
   void *d = NULL;
   if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-  if (bytes) cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+  if (bytes) test_upload(d, host, bytes);
   return d;
 }
 
@@ -352,7 +352,7 @@ static int test_graph_replay(void) {
   CUDA_OK(cudaMalloc((void **)&d_ctx, (size_t)(B * w) * 4));
   CUDA_OK(cudaMalloc((void **)&d_rows, (size_t)(T * H) * 8));
   CUDA_OK(cudaMalloc((void **)&d_out, (size_t)(T * H * D) * 2));
-  CUDA_OK(cudaMemcpy(d_ctx, h_ctx, (size_t)(B * w) * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(test_upload(d_ctx, h_ctx, (size_t)(B * w) * 4));
   ingot_tensor tids = ingot_tensor_1d(d_ids, INGOT_DTYPE_I32, T);
   ingot_tensor tcu = ingot_tensor_1d(d_cu, INGOT_DTYPE_I32, B + 1);
   ingot_tensor tctx = ingot_tensor_2d(d_ctx, INGOT_DTYPE_I32, B, w, w);
@@ -363,8 +363,8 @@ static int test_graph_replay(void) {
   /* the graph must be captured with valid data in the buffers */
   for (int64_t b = 0; b <= B; b++) h_cu[b] = (int32_t)(2 * b);
   for (int64_t t = 0; t < T; t++) h_ids[t] = (int32_t)test_rand_range(0, 248319);
-  CUDA_OK(cudaMemcpy(d_cu, h_cu, (size_t)(B + 1) * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_ids, h_ids, (size_t)T * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(test_upload(d_cu, h_cu, (size_t)(B + 1) * 4));
+  CUDA_OK(test_upload(d_ids, h_ids, (size_t)T * 4));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -589,7 +589,7 @@ static int test_chunked_decode(void) {
   int64_t done = 0;
   for (size_t s = 0; s < sizeof chunks / sizeof chunks[0]; s++) {
     int32_t cu[2] = {0, chunks[s]};
-    CUDA_OK(cudaMemcpy(d_cu, cu, 8, cudaMemcpyHostToDevice));
+    CUDA_OK(test_upload(d_cu, cu, 8));
     ingot_tensor cids = ingot_tensor_1d(d_hist + done, INGOT_DTYPE_I32, chunks[s]);
     ingot_tensor crows = ingot_tensor_2d(d_rows, INGOT_DTYPE_I64, chunks[s], H, H);
     EXPECT_OK(gpu, ingot_ngram_row_ids(gpu, &cfg, &cids, &tcu, &tctx, &crows, stream));

@@ -65,10 +65,10 @@ static buf buf_make(size_t bytes) {
 
 static void buf_fill(buf *b, int byte) {
   memset(b->h, byte, b->bytes);
-  cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice);
+  test_upload(b->d, b->h, b->bytes);
 }
 
-static void buf_upload(buf *b) { cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice); }
+static void buf_upload(buf *b) { test_upload(b->d, b->h, b->bytes); }
 
 static void buf_free(buf *b) {
   free(b->h);
@@ -219,9 +219,9 @@ static int run_quantize_case(ingot_context_t g, const qcase *qc, const char *wha
                               qc->rows, qc->cols};
     ingot_nvfp4_packed pk = {(uint8_t *)v.d, qc->vstride, (uint8_t *)s.d, qc->rows, qc->cols,
                              sr, sc};
-    CUDA_OK(cudaMemset(v.d, 0xa5, v.bytes));
-    CUDA_OK(cudaMemset(s.d, 0xcc, s.bytes));
-    CUDA_OK(cudaMemcpy(cnt.d, &c0, 4, cudaMemcpyHostToDevice));
+    CUDA_OK(test_fill(v.d, 0xa5, v.bytes));
+    CUDA_OK(test_fill(s.d, 0xcc, s.bytes));
+    CUDA_OK(test_upload(cnt.d, &c0, 4));
     EXPECT_OK(g, ingot_cuda_nvfp4_quantize_mode(g, &src, (const float *)gsb.d, &pk,
                                                 (uint32_t *)cnt.d, mode, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -439,9 +439,9 @@ static int test_gate_up(void) {
     for (int mode = 0; mode < QUANTIZE_MODES && aligned; mode++) {
       ingot_nvfp4_source src = {{gt.d, up.d}, {gstride, ustride}, dt, 1, 2 * H, K};
       ingot_nvfp4_packed pk = {(uint8_t *)v.d, K / 2, (uint8_t *)s.d, 2 * H, K, sr, sc};
-      CUDA_OK(cudaMemset(v.d, 1, v.bytes));
-      CUDA_OK(cudaMemset(s.d, 2, s.bytes));
-      CUDA_OK(cudaMemset(cnt.d, 0, 4));
+      CUDA_OK(test_fill(v.d, 1, v.bytes));
+      CUDA_OK(test_fill(s.d, 2, s.bytes));
+      CUDA_OK(test_fill(cnt.d, 0, 4));
       memset(cnt.h, 0, 4);
       EXPECT_OK(cpu, ingot_nvfp4_quantize_gate_up(cpu, &hgt, &hup, &hg, 0, &hv, &hs, &hc, NULL));
       EXPECT_OK(gpu, ingot_cuda_nvfp4_quantize_mode(gpu, &src, (const float *)gsb.d, &pk,
@@ -476,7 +476,7 @@ static int test_counter(void) {
   CUDA_OK(cudaMalloc(&ds, (size_t)(sr * sc)));
   CUDA_OK(cudaMalloc(&dg, 4));
   CUDA_OK(cudaMalloc(&dc, 4));
-  CUDA_OK(cudaMemset(dc, 0, 4));
+  CUDA_OK(test_fill(dc, 0, 4));
   ingot_tensor tx = ingot_tensor_2d(x.d, INGOT_DTYPE_F32, rows, cols, cols);
   ingot_tensor tg = ingot_tensor_1d(dg, INGOT_DTYPE_F32, 1);
   ingot_tensor tv = ingot_tensor_2d(dv, INGOT_DTYPE_U8, rows, cols / 2, cols / 2);
@@ -534,8 +534,8 @@ static int test_graph_replay(void) {
   unsigned char *ev = malloc(vb), *es_ = malloc(sb), *eout = malloc(ob);
   for (int round = 0; round < 3; round++) {
     fill_matrix(hx, INGOT_DTYPE_BF16, rows, cols, cols, 0);
-    CUDA_OK(cudaMemcpy(dx, hx, xb, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dc, 0, 4));
+    CUDA_OK(test_upload(dx, hx, xb));
+    CUDA_OK(test_fill(dc, 0, 4));
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     float ggs;
@@ -546,10 +546,10 @@ static int test_graph_replay(void) {
     CUDA_OK(cudaMemcpy(&ggs, dg, 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(&gcnt, dc, 4, cudaMemcpyDeviceToHost));
     /* eager, same inputs */
-    CUDA_OK(cudaMemset(dv, 0, vb));
-    CUDA_OK(cudaMemset(ds, 0, sb));
-    CUDA_OK(cudaMemset(dout, 0, ob));
-    CUDA_OK(cudaMemset(dc, 0, 4));
+    CUDA_OK(test_fill(dv, 0, vb));
+    CUDA_OK(test_fill(ds, 0, sb));
+    CUDA_OK(test_fill(dout, 0, ob));
+    CUDA_OK(test_fill(dc, 0, 4));
     EXPECT_OK(gpu, ingot_nvfp4_global_scale(gpu, &tx, &tg, stream));
     EXPECT_OK(gpu, ingot_nvfp4_quantize(gpu, &tx, &tg, &tv, &ts, &tc, stream));
     EXPECT_OK(gpu, ingot_nvfp4_dequantize(gpu, &tv, &ts, &tg, &to, stream));

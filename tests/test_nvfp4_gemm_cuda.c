@@ -113,9 +113,9 @@ static int mat_upload(mat *m) {
   m->dv = dv + m->dv_offset;
   CUDA_OK(cudaMalloc((void **)&m->ds, sb));
   CUDA_OK(cudaMalloc((void **)&m->dgs, 4));
-  CUDA_OK(cudaMemcpy(m->dv, m->v, vb, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(m->ds, m->s, sb, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(m->dgs, &m->gs, 4, cudaMemcpyHostToDevice));
+  CUDA_OK(test_upload(m->dv, m->v, vb));
+  CUDA_OK(test_upload(m->ds, m->s, sb));
+  CUDA_OK(test_upload(m->dgs, &m->gs, 4));
   return 0;
 }
 
@@ -265,10 +265,10 @@ static int test_gemm_grid(void) {
         EXPECT_OK(gpu, ingot_nvfp4_gemm_workspace_size(gpu, m, n, k, &wb));
         void *ws = NULL, *dd = NULL;
         if (wb) CUDA_OK(cudaMalloc(&ws, wb));
-        if (wb) CUDA_OK(cudaMemset(ws, 0xAB, wb)); /* contents must not matter */
+        if (wb) CUDA_OK(test_fill(ws, 0xAB, wb)); /* contents must not matter */
         size_t db = sizeof(float) * (size_t)(m * n);
         CUDA_OK(cudaMalloc(&dd, db));
-        CUDA_OK(cudaMemset(dd, 0xff, db));
+        CUDA_OK(test_fill(dd, 0xff, db));
         EXPECT_OK(gpu, gpu_gemm(&a, &b, dd, INGOT_DTYPE_F32, n, ws, wb));
         CUDA_OK(cudaStreamSynchronize(stream));
         float *got = malloc(db);
@@ -318,7 +318,7 @@ static int test_gemm_layouts(void) {
     if (wb) CUDA_OK(cudaMalloc(&ws, wb));
     size_t db = es * (size_t)(m * ds);
     CUDA_OK(cudaMalloc(&dd, db));
-    CUDA_OK(cudaMemset(dd, 0xff, db));
+    CUDA_OK(test_fill(dd, 0xff, db));
     EXPECT_OK(gpu, gpu_gemm(&a, &b, dd, dt, ds, ws, wb));
     CUDA_OK(cudaStreamSynchronize(stream));
     unsigned char *got = malloc(db);
@@ -422,9 +422,9 @@ static int geglu_case(int64_t m, int64_t hidden, int64_t k, int64_t sample, code
   CUDA_OK(cudaMalloc((void **)&dhv, (size_t)(hrows * hstride)));
   CUDA_OK(cudaMalloc((void **)&dhs, (size_t)(sr * sc)));
   CUDA_OK(cudaMalloc((void **)&dhg, 4));
-  CUDA_OK(cudaMemset(dhv, 0xA5, (size_t)(hrows * hstride)));
-  CUDA_OK(cudaMemset(dhs, 0xA5, (size_t)(sr * sc)));
-  CUDA_OK(cudaMemcpy(dhg, &hgs, 4, cudaMemcpyHostToDevice));
+  CUDA_OK(test_fill(dhv, 0xA5, (size_t)(hrows * hstride)));
+  CUDA_OK(test_fill(dhs, 0xA5, (size_t)(sr * sc)));
+  CUDA_OK(test_upload(dhg, &hgs, 4));
   tens3 tx, tw;
   tens_dev(&tx, &x), tens_dev(&tw, &w);
   ingot_tensor thv = ingot_tensor_2d(dhv, INGOT_DTYPE_U8, m, hidden / 2, hstride);
@@ -546,7 +546,7 @@ static int test_mlp(void) {
   float *dout, *dout3;
   CUDA_OK(cudaMalloc((void **)&dout, sizeof(float) * (size_t)(m * n)));
   CUDA_OK(cudaMalloc((void **)&dout3, sizeof(float) * (size_t)(m * n)));
-  CUDA_OK(cudaMemset(dout3, 0xff, sizeof(float) * (size_t)(m * n)));
+  CUDA_OK(test_fill(dout3, 0xff, sizeof(float) * (size_t)(m * n)));
   ingot_tensor tout = ingot_tensor_2d(dout, INGOT_DTYPE_F32, m, n, n);
   ingot_tensor tout3 = ingot_tensor_2d(dout3, INGOT_DTYPE_F32, m, n, n);
   EXPECT_OK(gpu, ingot_nvfp4_geglu(gpu, &tx.m, &tw.m, &th.m, ws, wb, stream));
@@ -632,20 +632,20 @@ static int test_graph_replay(void) {
                 *g3 = malloc(hs), *e3 = malloc(hs);
   for (int round = 0; round < 3; round++) {
     rand_bytes(a.v, (size_t)(m * a.vstride));
-    CUDA_OK(cudaMemcpy(a.dv, a.v, (size_t)(m * a.vstride), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dd, 0xff, db));
-    CUDA_OK(cudaMemset(h.dv, 0xff, hv));
-    CUDA_OK(cudaMemset(h.ds, 0xff, hs));
-    if (wb1) CUDA_OK(cudaMemset(ws1, 0x5A, wb1)); /* workspace contents must not matter */
+    CUDA_OK(test_upload(a.dv, a.v, (size_t)(m * a.vstride)));
+    CUDA_OK(test_fill(dd, 0xff, db));
+    CUDA_OK(test_fill(h.dv, 0xff, hv));
+    CUDA_OK(test_fill(h.ds, 0xff, hs));
+    if (wb1) CUDA_OK(test_fill(ws1, 0x5A, wb1)); /* workspace contents must not matter */
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaGraphLaunch(exec, stream)); /* twice: the counters must come back clean */
     CUDA_OK(cudaStreamSynchronize(stream));
     CUDA_OK(cudaMemcpy(g1, dd, db, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(g2, h.dv, hv, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(g3, h.ds, hs, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemset(dd, 0, db));
-    CUDA_OK(cudaMemset(h.dv, 0, hv));
-    CUDA_OK(cudaMemset(h.ds, 0, hs));
+    CUDA_OK(test_fill(dd, 0, db));
+    CUDA_OK(test_fill(h.dv, 0, hv));
+    CUDA_OK(test_fill(h.ds, 0, hs));
     EXPECT_OK(gpu, ingot_nvfp4_gemm(gpu, &ta.m, &tb.m, &td, ws1, wb1, stream));
     EXPECT_OK(gpu, ingot_nvfp4_geglu(gpu, &ta.m, &tw.m, &th.m, ws2, wb2, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -691,7 +691,7 @@ static int test_gelu_bits(void) {
   float *dg, *dout;
   CUDA_OK(cudaMalloc((void **)&dg, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMalloc((void **)&dout, sizeof(float) * (size_t)n));
-  CUDA_OK(cudaMemcpy(dg, g, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+  CUDA_OK(test_upload(dg, g, sizeof(float) * (size_t)n));
   EXPECT_OK(gpu, ingot_test_epilogue_gelu(gpu, dg, dout, n, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   CUDA_OK(cudaMemcpy(got, dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
@@ -733,8 +733,8 @@ static int test_div_bits(void) {
   CUDA_OK(cudaMalloc((void **)&da, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMalloc((void **)&db, sizeof(float) * (size_t)n));
   CUDA_OK(cudaMalloc((void **)&dout, sizeof(float) * (size_t)n));
-  CUDA_OK(cudaMemcpy(da, a, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(db, b, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+  CUDA_OK(test_upload(da, a, sizeof(float) * (size_t)n));
+  CUDA_OK(test_upload(db, b, sizeof(float) * (size_t)n));
   EXPECT_OK(gpu, ingot_test_epilogue_div(gpu, da, db, dout, n, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   CUDA_OK(cudaMemcpy(got, dout, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));

@@ -59,8 +59,8 @@ static void *xcalloc(size_t n) {
 static void *dev_copy(const void *h, size_t n) {
   void *d = NULL;
   if (cudaMalloc(&d, n ? n : 1) != cudaSuccess) abort();
-  if (h && n) cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);
-  if (!h) cudaMemset(d, 0x7f, n ? n : 1);
+  if (h && n) test_upload(d, h, n);
+  if (!h) test_fill(d, 0x7f, n ? n : 1);
   return d;
 }
 
@@ -260,19 +260,19 @@ static size_t logits_bytes(const batch *b) { return (size_t)(b->B * b->stride) *
 /* b's inputs into f's device buffers (a replay's new values). */
 static void upload(const call_buffers *f, const batch *b) {
   const int64_t B = b->B;
-  cudaMemcpy(f->logits, b->logits, logits_bytes(b), cudaMemcpyHostToDevice);
-  cudaMemcpy(f->temp, b->temperature, B * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(f->tk, b->top_k, B * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(f->tp, b->top_p, B * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(f->mp, b->min_p, B * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(f->seed, b->seed, B * 8, cudaMemcpyHostToDevice);
-  cudaMemcpy(f->pos, b->position, B * 8, cudaMemcpyHostToDevice);
+  test_upload(f->logits, b->logits, logits_bytes(b));
+  test_upload(f->temp, b->temperature, B * 4);
+  test_upload(f->tk, b->top_k, B * 4);
+  test_upload(f->tp, b->top_p, B * 4);
+  test_upload(f->mp, b->min_p, B * 4);
+  test_upload(f->seed, b->seed, B * 8);
+  test_upload(f->pos, b->position, B * 8);
   if (f->allowed)
-    cudaMemcpy(f->allowed, b->allowed, (size_t)(B * b->words) * 4, cudaMemcpyHostToDevice);
-  if (f->banned) cudaMemcpy(f->banned, b->banned, (size_t)b->nbanned * 8, cudaMemcpyHostToDevice);
+    test_upload(f->allowed, b->allowed, (size_t)(B * b->words) * 4);
+  if (f->banned) test_upload(f->banned, b->banned, (size_t)b->nbanned * 8);
   if (f->bias_ids) {
-    cudaMemcpy(f->bias_ids, b->bias_ids, (size_t)b->nbias * 8, cudaMemcpyHostToDevice);
-    cudaMemcpy(f->bias_v, b->bias_values, (size_t)b->nbias * 4, cudaMemcpyHostToDevice);
+    test_upload(f->bias_ids, b->bias_ids, (size_t)b->nbias * 8);
+    test_upload(f->bias_v, b->bias_values, (size_t)b->nbias * 4);
   }
 }
 
@@ -911,7 +911,7 @@ static int test_softmax_wide(void) {
   for (int64_t i = 0; i < V; i++) h[i] = (float)rand_normal();
   void *dl = dev_copy(h, (size_t)V * 4), *dp = dev_copy(NULL, (size_t)V * 4),
        *ws = dev_copy(NULL, need1);
-  CUDA_OK(cudaMemset(dp, 0x7f, (size_t)V * 4));
+  CUDA_OK(test_fill(dp, 0x7f, (size_t)V * 4));
   ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, 1, V, V),
                tp = ingot_tensor_2d(dp, INGOT_DTYPE_F32, 1, V, V);
   ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
@@ -1062,8 +1062,8 @@ static int test_sample_wide(void) {
   for (int64_t B = 1; B <= 3; B++) {
     void *dl = dev_copy(NULL, (size_t)(B * V) * 4), *dt = dev_copy(NULL, (size_t)B * 4),
          *ws = dev_copy(NULL, need1);
-    CUDA_OK(cudaMemset(dl, 0, (size_t)(B * V) * 4));
-    CUDA_OK(cudaMemset(dt, 0x7f, (size_t)B * 4));
+    CUDA_OK(test_fill(dl, 0, (size_t)(B * V) * 4));
+    CUDA_OK(test_fill(dt, 0x7f, (size_t)B * 4));
     ingot_tensor tl = ingot_tensor_2d(dl, INGOT_DTYPE_F32, B, V, V),
                  tt = ingot_tensor_1d(dt, INGOT_DTYPE_I32, B);
     ingot_sampling_params prm = INGOT_SAMPLING_PARAMS_INITIALIZER;
@@ -1970,10 +1970,10 @@ static int chained_calls(int64_t B) {
     for (size_t i = 0; i < (size_t)(B * V); i++)
       h1[i] = (float)(rand_normal() * 3.0), h2[i] = (float)(rand_normal() * 3.0);
     for (int64_t r = 0; r < B; r++) seed[r] = test_rand(), pos[r] = test_rand() % 1000;
-    cudaMemcpy(d1, h1, bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(d2, h2, bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dS, seed, sizeof seed, cudaMemcpyHostToDevice);
-    cudaMemcpy(dPos, pos, sizeof pos, cudaMemcpyHostToDevice);
+    test_upload(d1, h1, bytes);
+    test_upload(d2, h2, bytes);
+    test_upload(dS, seed, sizeof seed);
+    test_upload(dPos, pos, sizeof pos);
     /* each softmax alone, for the expected values */
     EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &t1, &soft, &tp, NULL, sws, swsb, s));
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -2075,8 +2075,8 @@ static int test_capture_first_call(void) {
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   for (int i = 0; i < 2; i++) EXPECT_OK(fresh, st[i]);
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_OK(cudaMemset(dp, 0, n * 4)); /* so that a replay that writes nothing fails */
-  CUDA_OK(cudaMemset(dTok, 0xff, B * 4));
+  CUDA_OK(test_fill(dp, 0, n * 4)); /* so that a replay that writes nothing fails */
+  CUDA_OK(test_fill(dTok, 0xff, B * 4));
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   cudaMemcpy(p_graph, dp, n * 4, cudaMemcpyDeviceToHost);
@@ -2084,7 +2084,7 @@ static int test_capture_first_call(void) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   ingot_context_destroy(fresh);
-  CUDA_OK(cudaMemset(dp, 0, n * 4));
+  CUDA_OK(test_fill(dp, 0, n * 4));
   EXPECT_OK(gpu, ingot_sampling_softmax(gpu, &tl, &prm, &tp, NULL, ws, wsb, s));
   EXPECT_OK(gpu, ingot_sample(gpu, &tl, &prm, &tTok, NULL, NULL, dws, dwsb, s));
   CUDA_OK(cudaStreamSynchronize(stream));
