@@ -618,6 +618,38 @@ static int test_bad_arguments(void) {
   return 0;
 }
 
+/* ingot_ngram_table_rows: a padded row count past int64 is rejected with
+ * pad_multiple and its value named, and *rows is left alone. */
+static int test_table_rows_overflow(void) {
+  ingot_ngram_config cfg = toy_config(7); /* 4062 rows */
+  int64_t rows = -7;
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&cfg, INT64_MAX, &rows), INGOT_STATUS_INVALID_ARGUMENT,
+               "pad_multiple = 9223372036854775807: the table's 4062 rows rounded up");
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&cfg, INT64_MAX - 4000, &rows),
+               INGOT_STATUS_INVALID_ARGUMENT, "pad_multiple = 9223372036854771807");
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&cfg, -1, &rows), INGOT_STATUS_INVALID_ARGUMENT,
+               "pad_multiple: -1 < 1");
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&cfg, INT64_MIN, &rows), INGOT_STATUS_INVALID_ARGUMENT,
+               "pad_multiple: -9223372036854775808 < 1");
+  /* a table of INT64_MAX rows: exact with pad 1, past int64 once padded */
+  ingot_ngram_config top = cfg;
+  top.offsets[3] = INT64_MAX - top.primes[3];
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&top, 2, &rows), INGOT_STATUS_INVALID_ARGUMENT,
+               "pad_multiple = 2: the table's 9223372036854775807 rows");
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&top, INT64_C(1) << 56, &rows),
+               INGOT_STATUS_INVALID_ARGUMENT, "pad_multiple = 72057594037927936");
+  top.offsets[3] = INT64_MAX - 1;
+  EXPECT_ERROR(NULL, ingot_ngram_table_rows(&top, 1, &rows), INGOT_STATUS_INVALID_ARGUMENT,
+               "cfg->offsets[3] + cfg->primes[3] = 9223372036854775806 + 1021 overflows int64");
+  EXPECT(rows == -7, "table_rows wrote %lld on error", (long long)rows);
+  top.offsets[3] = INT64_MAX - top.primes[3];
+  EXPECT_OK(NULL, ingot_ngram_table_rows(&top, 1, &rows));
+  EXPECT(rows == INT64_MAX, "rows %lld", (long long)rows);
+  EXPECT_OK(NULL, ingot_ngram_table_rows(&cfg, INT64_C(1) << 56, &rows));
+  EXPECT(rows == INT64_C(1) << 56, "rows %lld", (long long)rows);
+  return 0;
+}
+
 static int test_empty_batches(void) {
   ingot_ngram_config cfg = toy_config(7);
   int32_t cu[4] = {0, 0, 0, 0}, context[6] = {1, 2, 3, 4, 5, 6}, ids[1] = {0};
@@ -666,6 +698,7 @@ int main(void) {
   test_run("gather", test_gather);
   test_run("embed_equals_row_ids_plus_gather", test_embed_equals_row_ids_plus_gather);
   test_run("bad_arguments", test_bad_arguments);
+  test_run("table_rows_overflow", test_table_rows_overflow);
   test_run("empty_batches", test_empty_batches);
   test_run("force_reference_env", test_force_reference_env);
   ingot_context_destroy(cpu);

@@ -965,6 +965,31 @@ static int test_invalid(void) {
   EXPECT(ingot_nvfp4_scale_shape(1, 16, NULL, &sc) == INGOT_STATUS_INVALID_ARGUMENT,
          "scale_shape NULL");
   EXPECT(sr == -1 && sc == -1, "scale_shape wrote on error");
+  /* sizes whose scale buffer overflows: named with their values, nothing written */
+  {
+    static const struct {
+      int64_t rows, cols;
+      const char *needle;
+    } cases[] = {
+        {INT64_MAX, 16, "rows = 9223372036854775807 overflows when padded to 128"},
+        {1, INT64_MAX / 16 * 16, "rows = 1, cols = 9223372036854775792: the scale buffer"},
+        {INT64_C(1) << 56, INT64_C(1) << 56, "rows = 72057594037927936, cols = 72057594037927936"},
+        /* 2^32 x 2^32 scale bytes: SIZE_MAX + 1 */
+        {INT64_C(1) << 32, INT64_C(1) << 36, "rows = 4294967296, cols = 68719476736"},
+        {INT64_MIN, 16, "rows = -9223372036854775808 < 0"},
+        {16, -16, "cols = -16"},
+        {16, INT64_MIN, "cols = -9223372036854775808"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      EXPECT_ERROR(NULL, ingot_nvfp4_scale_shape(cases[i].rows, cases[i].cols, &sr, &sc),
+                   INGOT_STATUS_INVALID_ARGUMENT, cases[i].needle);
+    EXPECT(sr == -1 && sc == -1, "scale_shape wrote on error");
+    /* the largest shapes that fit are answered */
+    EXPECT_OK(NULL, ingot_nvfp4_scale_shape(INT64_C(1) << 32, INT64_C(1) << 33, &sr, &sc));
+    EXPECT(sr == INT64_C(1) << 32 && sc == INT64_C(1) << 29, "scale shape %lld x %lld",
+           (long long)sr, (long long)sc);
+    sr = sc = -1;
+  }
 
   /* nothing written by any failed call */
   for (size_t i = 0; i < sizeof values; i++) EXPECT(values[i] == 0x11, "values written");

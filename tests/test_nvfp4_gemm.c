@@ -821,6 +821,98 @@ static int test_invalid(void) {
   return 0;
 }
 
+/* Every size query rejects a shape whose byte counts (or an intermediate
+ * product) overflow int64 / size_t, naming the arguments and their values,
+ * and leaves *bytes alone; the ops reject such tensors in their descriptor
+ * checks. Runs under ASan + UBSan without a report. */
+static int test_size_overflow(void) {
+  const int64_t big = INT64_C(1) << 56, two32 = INT64_C(1) << 32;
+  const int64_t max64 = INT64_MAX / 64 * 64; /* the largest multiple of 64 */
+  size_t q = 12345;
+  /* gemm (m, n, k) */
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, INT64_MAX, big, 64, &q),
+                "m = 9223372036854775807, k = 64: a.values");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, 0, big, big, &q),
+                "n = 72057594037927936, k = 72057594037927936: b.values");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, 1, 64, max64, &q),
+                "m = 1, k = 9223372036854775744: a.scales");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, big, 64, 64, &q),
+                "m = 72057594037927936, n = 64: d [m, n]");
+  /* D of m * n = 2^64 = SIZE_MAX + 1 elements */
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, two32, two32, 64, &q),
+                "m = 4294967296, n = 4294967296: d [m, n]");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, INT64_MIN, 64, 64, &q),
+                "m = -9223372036854775808 < 0");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, 1, -64, 64, &q), "n = -64");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, 1, 64, INT64_MIN, &q),
+                "k = -9223372036854775808");
+  EXPECT_REJECT(ingot_nvfp4_gemm_workspace_size(ctx, 0, max64, max64, &q),
+                "n = 9223372036854775744, k = 9223372036854775744: b.values");
+  /* geglu (m, hidden, k) */
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, INT64_MAX, 32, 64, &q),
+                "m = 9223372036854775807, k = 64: x.values");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, 1, INT64_MAX / 32 * 32, 64, &q),
+                "hidden = 9223372036854775776: w_gate_up's 2 * hidden rows overflow");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, 1, big, big, &q),
+                "2 * hidden = 144115188075855872, k = 72057594037927936: w_gate_up.values");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, big, big, 64, &q),
+                "m = 72057594037927936, hidden = 72057594037927936: h.values");
+  /* h values of m * hidden / 2 = 2^64 = SIZE_MAX + 1 bytes */
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, 2 * two32, two32, 64, &q),
+                "m = 8589934592, hidden = 4294967296: h.values");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, -1, 32, 64, &q), "m = -1 < 0");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, 1, -32, 64, &q), "hidden = -32");
+  EXPECT_REJECT(ingot_nvfp4_geglu_workspace_size(ctx, 1, 32, INT64_MIN, &q),
+                "k = -9223372036854775808");
+  /* mlp (m, k, hidden, n) */
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, INT64_MAX, 64, 64, 64, &q),
+                "m = 9223372036854775807, k = 64: x.values");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, 1, 64, big, big, &q),
+                "n = 72057594037927936, hidden = 72057594037927936: w_down.values");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, 1, 64, max64, 64, &q),
+                "hidden = 9223372036854775744: w_gate_up's 2 * hidden rows");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, big, 64, 64, 64, &q),
+                "m = 72057594037927936, n = 64: out [m, n]");
+  /* out of m * n = 2^64 = SIZE_MAX + 1 elements */
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, two32, 64, 64, two32, &q),
+                "m = 4294967296, n = 4294967296: out [m, n]");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, INT64_MIN, 64, 64, 64, &q),
+                "m = -9223372036854775808 < 0");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, 1, -64, 64, 64, &q), "k = -64");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, 1, 64, -64, 64, &q), "hidden = -64");
+  EXPECT_REJECT(ingot_nvfp4_mlp_workspace_size(ctx, 1, 64, 64, INT64_MIN, &q),
+                "n = -9223372036854775808");
+  EXPECT(q == 12345, "size query wrote on error: %zu", q);
+  /* large shapes whose byte counts fit are answered */
+  EXPECT_OK(ctx, ingot_nvfp4_gemm_workspace_size(ctx, INT64_C(1) << 55, 64, 64, &q));
+  EXPECT(q > 0 && q != 12345, "gemm workspace %zu", q);
+  EXPECT_OK(ctx, ingot_nvfp4_geglu_workspace_size(ctx, two32, 32, 64, &q));
+  EXPECT_OK(ctx, ingot_nvfp4_mlp_workspace_size(ctx, two32, 64, 64, 64, &q));
+  EXPECT(q > (size_t)two32 * 32, "mlp workspace %zu holds no h", q);
+
+  /* the ops: operands whose byte spans overflow fail their descriptor checks */
+  nvm a, b;
+  nvm_init(&a, 4, 64, 0);
+  nvm_init(&b, 64, 64, 0);
+  nvm_bind(&a);
+  nvm_bind(&b);
+  float d[4 * 64];
+  memset(d, 0x33, sizeof d);
+  ingot_tensor t = ingot_tensor_2d(a.values, INGOT_DTYPE_U8, INT64_C(1) << 62, 32, 32);
+  ingot_nvfp4_matrix mm = a.mat;
+  mm.values = &t;
+  ingot_tensor td = ingot_tensor_2d(d, INGOT_DTYPE_F32, 4, 64, 64);
+  EXPECT_REJECT(ingot_nvfp4_gemm(ctx, &mm, &b.mat, &td, NULL, 0, NULL),
+                "a.values: shape x stride overflows int64 (shape[0] = 4611686018427387904");
+  t = ingot_tensor_2d(d, INGOT_DTYPE_F32, big, 64, 64); /* 2^62 elements, 2^64 bytes */
+  EXPECT_REJECT(ingot_nvfp4_gemm(ctx, &a.mat, &b.mat, &t, NULL, 0, NULL),
+                "d: 4611686018427387904 elements of f32 overflow int64 bytes");
+  for (int i = 0; i < 4 * 64; i++) EXPECT(f_bits(d[i]) == 0x33333333u, "d written");
+  nvm_free(&a);
+  nvm_free(&b);
+  return 0;
+}
+
 int main(void) {
   test_init("test_nvfp4_gemm");
   if (ingot_context_create(INGOT_BACKEND_CPU, 0, &ctx) != INGOT_OK) {
@@ -835,6 +927,7 @@ int main(void) {
   test_run("nan_rules", test_nan_rules);
   test_run("empty_batch", test_empty_batch);
   test_run("invalid_arguments", test_invalid);
+  test_run("size_overflow", test_size_overflow);
   ingot_context_destroy(ctx);
   return test_finish();
 }

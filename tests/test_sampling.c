@@ -1749,6 +1749,48 @@ static int test_invalid_arguments(void) {
 }
 
 /* No params at all: T = 1, no filters, seed 0, position 0; n = 0 top outputs. */
+/* The size queries reject a shape whose byte counts overflow, naming the
+ * arguments and their values, and leave *bytes alone. batch and vocab_size
+ * are below 2^31, so B * V * 4 stays below SIZE_MAX; the largest of them
+ * passes int64 only for 2-byte logits (and never for the f32 probs). */
+static int test_size_overflow(void) {
+  const int64_t i32max = INT32_MAX, big = INT64_C(1) << 56;
+  size_t bytes = 777;
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, INT64_MAX, 8, INGOT_DTYPE_F32, 0, &bytes),
+                "batch = 9223372036854775807, expected B <= 2^31 - 1");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, 1, INT64_MAX, INGOT_DTYPE_F32, 0, &bytes),
+                "vocab_size = 9223372036854775807, expected V <= 2^31 - 1");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, big, big, INGOT_DTYPE_F32, 0, &bytes),
+                "batch = 72057594037927936");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, 1, big, INGOT_DTYPE_BF16, 0, &bytes),
+                "vocab_size = 72057594037927936");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, i32max, i32max, INGOT_DTYPE_F32, 0, &bytes),
+                "batch = 2147483647, vocab_size = 2147483647: logits [batch, vocab_size] of f32");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, INT64_MIN, 8, INGOT_DTYPE_F32, 0, &bytes),
+                "batch = -9223372036854775808 < 0");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, 1, INT64_MIN, INGOT_DTYPE_F32, 0, &bytes),
+                "vocab_size = -9223372036854775808");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, 1, 8, INGOT_DTYPE_F32, INT64_MAX, &bytes),
+                "num_top = 9223372036854775807");
+  EXPECT_REJECT(ingot_sample_workspace_size(ctx, 1, 8, INGOT_DTYPE_F32, -1, &bytes),
+                "num_top = -1");
+  EXPECT_REJECT(ingot_sampling_softmax_workspace_size(ctx, INT64_MAX, 8, INGOT_DTYPE_F32, &bytes),
+                "batch = 9223372036854775807");
+  EXPECT_REJECT(ingot_sampling_softmax_workspace_size(ctx, 1, big, INGOT_DTYPE_F16, &bytes),
+                "vocab_size = 72057594037927936");
+  EXPECT_REJECT(ingot_sampling_softmax_workspace_size(ctx, i32max, i32max, INGOT_DTYPE_F32, &bytes),
+                "batch = 2147483647, vocab_size = 2147483647: logits");
+  EXPECT_REJECT(ingot_sampling_softmax_workspace_size(ctx, i32max, i32max, INGOT_DTYPE_BF16, &bytes),
+                "batch = 2147483647, vocab_size = 2147483647: probs [batch, vocab_size] of f32");
+  EXPECT_REJECT(ingot_sampling_softmax_workspace_size(ctx, -1, 8, INGOT_DTYPE_BF16, &bytes),
+                "batch = -1 < 0");
+  EXPECT(bytes == 777, "size query wrote %zu on error", bytes);
+  /* 2-byte logits of that shape fit: the CPU needs 12 * V (rounded to 16) */
+  EXPECT_OK(ctx, ingot_sample_workspace_size(ctx, i32max, i32max, INGOT_DTYPE_BF16, 0, &bytes));
+  EXPECT(bytes == ((size_t)12 * (size_t)i32max + 15) / 16 * 16, "sample workspace %zu", bytes);
+  return 0;
+}
+
 static int test_defaults(void) {
   float x[3 * 16];
   for (int i = 0; i < 48; i++) x[i] = (float)(i % 16) * 0.1f;
@@ -1796,6 +1838,7 @@ int main(void) {
   test_run("raw_logprobs_and_top", test_raw_logprobs_and_top);
   test_run("dtypes_and_strides", test_dtypes_and_strides);
   test_run("invalid_arguments", test_invalid_arguments);
+  test_run("size_overflow", test_size_overflow);
   test_run("defaults", test_defaults);
   ingot_context_destroy(ctx);
   return test_finish();

@@ -294,8 +294,9 @@ INGOT_API ingot_status ingot_ngram_config_derive(int64_t vocab_size, int32_t n,
                                                  ingot_ngram_config *out);
 
 /* Rows a table for `cfg` needs: off[H-1] + P[H-1], rounded up to a multiple
- * of pad_multiple (>= 1). Returns INVALID_ARGUMENT for a bad config or
- * overflow (text in ingot_last_error(NULL)). */
+ * of pad_multiple (>= 1). Returns INVALID_ARGUMENT for a bad config, or for
+ * a row count that overflows int64 (the text names pad_multiple and its
+ * value; in ingot_last_error(NULL)); *rows is written only on success. */
 INGOT_API ingot_status ingot_ngram_table_rows(const ingot_ngram_config *cfg,
                                               int64_t pad_multiple, int64_t *rows);
 
@@ -433,8 +434,9 @@ static inline int64_t ingot_nvfp4_scale_offset(int64_t row, int64_t scale_col, i
 /* Shape of the swizzled scale buffer of a [rows, cols] matrix:
  * *scale_rows = round_up(rows, 128), *scale_cols = round_up(cols/16, 4)
  * (bytes = their product). rows >= 0, cols >= 0, cols % 16 == 0.
- * Returns INVALID_ARGUMENT (bad value, NULL output, overflow; text in
- * ingot_last_error(NULL)). */
+ * Returns INVALID_ARGUMENT (bad value, NULL output, or a buffer whose byte
+ * count overflows int64: the text names rows and cols with their values;
+ * in ingot_last_error(NULL)); nothing is written on error. */
 INGOT_API ingot_status ingot_nvfp4_scale_shape(int64_t rows, int64_t cols, int64_t *scale_rows,
                                                int64_t *scale_cols);
 
@@ -605,8 +607,11 @@ typedef struct ingot_nvfp4_matrix {
 
 /* Workspace bytes of ingot_nvfp4_gemm for D [m, n] = A [m, k] x B [n, k]^T
  * (m >= 0; n, k positive multiples of 64). 0 for m = 0. Returns
- * INVALID_ARGUMENT (bad value, NULL bytes), NOT_SUPPORTED (the backend has
- * no NVFP4 GEMM). The same rules for the two queries below. */
+ * INVALID_ARGUMENT (bad value, NULL bytes, or a shape whose byte counts
+ * overflow int64 / size_t: the values and scales of the operands, D at 2
+ * bytes an element, any intermediate product; the text names the arguments
+ * and their values), NOT_SUPPORTED (the backend has no NVFP4 GEMM); *bytes
+ * is written only on success. The same rules for the two queries below. */
 INGOT_API ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m,
                                                        int64_t n, int64_t k, size_t *bytes);
 
@@ -637,7 +642,8 @@ INGOT_API ingot_status ingot_nvfp4_geglu(ingot_context_t ctx, const ingot_nvfp4_
 /* Workspace bytes of ingot_nvfp4_mlp for x [m, k], W_gate_up [2 * hidden, k]
  * and W_down [n, hidden]: the NVFP4 h [m, hidden] (values m * hidden / 2
  * bytes, then its swizzled scales, each 16-byte aligned) followed by
- * max(geglu workspace, gemm workspace) of the two steps. 0 for m = 0. */
+ * max(geglu workspace, gemm workspace) of the two steps. 0 for m = 0.
+ * Rejects sizes that overflow as the GEMM query does. */
 INGOT_API ingot_status ingot_nvfp4_mlp_workspace_size(ingot_context_t ctx, int64_t m,
                                                       int64_t k, int64_t hidden, int64_t n,
                                                       size_t *bytes);
@@ -926,7 +932,10 @@ typedef struct ingot_sampling_logprobs {
  * or not the call takes the WIDE path (B, filter tensors, lists), and the
  * same for every batch, so a buffer sized for the largest batch serves
  * every smaller one: the wide sampler's partial results and a counter a
- * row. Returns INVALID_ARGUMENT (bad value, NULL bytes). */
+ * row. Returns INVALID_ARGUMENT (bad value, NULL bytes, or a shape whose
+ * logits [batch, vocab_size] byte count overflows int64: the text names
+ * batch and vocab_size with their values); *bytes is written only on
+ * success. */
 INGOT_API ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch,
                                                    int64_t vocab_size, ingot_dtype logits_dtype,
                                                    int64_t num_top, size_t *bytes);
@@ -963,7 +972,9 @@ INGOT_API ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *log
  * results of the WIDE softmax, which takes calls of B <= 2 rows without
  * filter tensors or bias / ban lists and spreads each row over blocks of
  * the whole GPU (three kernels chained by programmatic dependent launch;
- * the same bits as the dense kernel, which takes the other calls). */
+ * the same bits as the dense kernel, which takes the other calls).
+ * Returns INVALID_ARGUMENT as ingot_sample_workspace_size does, also when
+ * the F32 probs [batch, vocab_size] would overflow int64 bytes. */
 INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t batch,
                                                              int64_t vocab_size,
                                                              ingot_dtype logits_dtype,

@@ -111,12 +111,14 @@ ingot_status ingot_core_check_tensor(struct ingot_context *ctx, const char *op,
       if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &step) ||
           __builtin_add_overflow(extent, step, &extent))
         return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                               "%s: shape x stride overflows int64", name);
+                               "%s: shape x stride overflows int64 (shape[%d] = %" PRId64
+                               ", stride[%d] = %" PRId64 ")",
+                               name, i, t->shape[i], i, t->stride[i]);
       last_extent = extent;
     }
   }
   int64_t bytes = 0;
-  if (!empty && __builtin_mul_overflow(extent, (int64_t)ingot_dtype_size(t->dtype), &bytes))
+  if (!empty && ingot_core_size_mul(extent, (int64_t)ingot_dtype_size(t->dtype), &bytes))
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "%s: %" PRId64 " elements of %s overflow int64 bytes", name, extent,
                            ingot_dtype_name(t->dtype));

@@ -65,4 +65,25 @@ ingot_status ingot_core_check_workspace(struct ingot_context *ctx, const char *o
 ingot_status ingot_core_mul(struct ingot_context *ctx, const char *op, const char *name,
                             int64_t a, int64_t b, int64_t *out);
 
+/* Overflow-checked arithmetic on sizes and byte counts (operands >= 0):
+ * 0 with the result in *out, or 1 when it overflows int64 or exceeds
+ * SIZE_MAX (a byte count must fit both); *out is unspecified then. For the
+ * size queries and the shapes derived from arguments: the caller words the
+ * error, naming its arguments and their values. */
+static inline int ingot_core_size_mul(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_mul_overflow(a, b, out) || (uint64_t)*out > SIZE_MAX;
+}
+
+static inline int ingot_core_size_add(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_add_overflow(a, b, out) || (uint64_t)*out > SIZE_MAX;
+}
+
+/* a rounded up to a multiple of m (a >= 0, m >= 1). */
+static inline int ingot_core_size_round_up(int64_t a, int64_t m, int64_t *out) {
+  int64_t t;
+  if (__builtin_add_overflow(a, m - 1, &t)) return 1;
+  *out = t / m * m;
+  return 0;
+}
+
 #endif /* INGOT_CORE_CHECK_H */

@@ -157,7 +157,9 @@ static ingot_status check_config(struct ingot_context *ctx, const char *op,
                              "cfg->offsets[%d]: %" PRId64 " < 0", h, cfg->offsets[h]);
     if (__builtin_add_overflow(cfg->offsets[h], cfg->primes[h], &end))
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "cfg->offsets[%d] + cfg->primes[%d] overflows int64", h, h);
+                             "cfg->offsets[%d] + cfg->primes[%d] = %" PRId64 " + %" PRId64
+                             " overflows int64",
+                             h, h, cfg->offsets[h], cfg->primes[h]);
   }
   return INGOT_STATUS_SUCCESS;
 }
@@ -178,9 +180,12 @@ ingot_status ingot_ngram_table_rows(const ingot_ngram_config *cfg, int64_t pad_m
     if (end > total) total = end;
   }
   int64_t padded;
-  if (__builtin_add_overflow(total, pad_multiple - 1, &padded))
-    return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op, "rows: overflow");
-  *rows = padded / pad_multiple * pad_multiple;
+  if (ingot_core_size_round_up(total, pad_multiple, &padded))
+    return ingot_core_fail(NULL, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "pad_multiple = %" PRId64 ": the table's %" PRId64
+                           " rows rounded up to a multiple of it overflow int64",
+                           pad_multiple, total);
+  *rows = padded;
   return INGOT_STATUS_SUCCESS;
 }
 

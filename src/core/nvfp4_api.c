@@ -26,17 +26,37 @@ static ingot_status scale_shape(struct ingot_context *ctx, const char *op, const
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "%s: cols = %" PRId64 ", expected a non-negative multiple of 16",
                            name, cols);
-  if (rows > INT64_MAX - 127)
+  int64_t sr, sc = (cols / 16 + 3) / 4 * 4, bytes;
+  if (ingot_core_size_round_up(rows, 128, &sr))
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "%s: rows = %" PRId64 " overflows when padded to 128", name, rows);
-  int64_t sr = (rows + 127) / 128 * 128;
-  int64_t sc = (cols / 16 + 3) / 4 * 4;
-  int64_t bytes;
-  if (__builtin_mul_overflow(sr, sc, &bytes) || __builtin_mul_overflow(bytes, 2, &bytes))
+  if (ingot_core_size_mul(sr, sc, &bytes) || ingot_core_size_mul(bytes, 2, &bytes))
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "%s: scale buffer %" PRId64 " x %" PRId64 " overflows", name, sr, sc);
+                           "%s: rows = %" PRId64 ", cols = %" PRId64
+                           ": the scale buffer round_up(rows, 128) x round_up(cols/16, 4) = %" PRId64
+                           " x %" PRId64 " bytes overflows int64",
+                           name, rows, cols, sr, sc);
   *scale_rows = sr;
   *scale_cols = sc;
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_core_nvfp4_check_extent(struct ingot_context *ctx, const char *op,
+                                           const char *matrix, const char *rows_name,
+                                           int64_t rows, const char *cols_name, int64_t cols) {
+  int64_t values, sr, scales;
+  if (ingot_core_size_mul(rows, cols / 2, &values))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s = %" PRId64 ", %s = %" PRId64 ": %s.values [%s, %s / 2] (%s * %s / 2 "
+                           "bytes) overflow int64",
+                           rows_name, rows, cols_name, cols, matrix, rows_name, cols_name,
+                           rows_name, cols_name);
+  if (ingot_core_size_round_up(rows, 128, &sr) ||
+      ingot_core_size_mul(sr, (cols / 16 + 3) / 4 * 4, &scales))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s = %" PRId64 ", %s = %" PRId64 ": %s.scales (round_up(%s, 128) * "
+                           "round_up(%s / 16, 4) bytes) overflow int64",
+                           rows_name, rows, cols_name, cols, matrix, rows_name, cols_name);
   return INGOT_STATUS_SUCCESS;
 }
 

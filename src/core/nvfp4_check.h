@@ -29,4 +29,14 @@ ingot_status ingot_core_nvfp4_check_scales(struct ingot_context *ctx, const char
                                            int64_t cols, int writable, ingot_nvfp4_packed *layout,
                                            ingot_span *span);
 
+/* The bytes of an NVFP4 [rows, cols] matrix named `matrix` (rows >= 0,
+ * cols >= 0, cols % 16 == 0 already checked), for the size queries, whose
+ * shapes come as numbers: its values (rows * cols / 2) and its swizzled
+ * scales (round_up(rows, 128) * round_up(cols/16, 4)) must fit int64 and
+ * size_t. The error text names the arguments the caller passed, as
+ * "<rows_name> = r, <cols_name> = c: ...". */
+ingot_status ingot_core_nvfp4_check_extent(struct ingot_context *ctx, const char *op,
+                                           const char *matrix, const char *rows_name,
+                                           int64_t rows, const char *cols_name, int64_t cols);
+
 #endif /* INGOT_CORE_NVFP4_CHECK_H */

@@ -102,57 +102,117 @@ static ingot_status check_dense(struct ingot_context *ctx, const char *op, const
   return INGOT_STATUS_SUCCESS;
 }
 
-/* ---- backend workspace sizes (shapes already checked; 0 for m == 0) -------------------- */
+/* ---- sizes ------------------------------------------------------------------------- */
 
-static ingot_status gemm_need(struct ingot_context *ctx, int64_t m, int64_t n, int64_t k,
-                              size_t *bytes) {
-  *bytes = 0;
-  if (m == 0) return INGOT_STATUS_SUCCESS;
-  return ctx->ops->nvfp4_gemm_workspace_size(ctx, m, n, k, bytes);
+/* The argument and matrix names of one GEMM D [m, n] = A [m, k] x B [n, k]^T,
+ * for the size errors. */
+typedef struct gemm_names {
+  const char *m, *n, *k; /* the arguments that give M, N, K */
+  const char *a, *b, *d; /* the matrices */
+} gemm_names;
+
+static const gemm_names kGemmNames = {"m", "n", "k", "a", "b", "d"};
+/* The MLP's down projection: out [m, n] = h [m, hidden] x w_down [n, hidden]^T. */
+static const gemm_names kDownNames = {"m", "n", "hidden", "h", "w_down", "out"};
+
+/* Every byte count of a GEMM of this shape fits int64 and size_t (the shape
+ * rules checked): the NVFP4 operands and D (2 bytes an element at least).
+ * So the backends' queries compute with sizes that fit (core/ops.h). An op
+ * whose tensors passed their checks always passes this. */
+static ingot_status check_gemm_sizes(struct ingot_context *ctx, const char *op,
+                                     const gemm_names *nm, int64_t m, int64_t n, int64_t k) {
+  ingot_status st;
+  if ((st = ingot_core_nvfp4_check_extent(ctx, op, nm->a, nm->m, m, nm->k, k))) return st;
+  if ((st = ingot_core_nvfp4_check_extent(ctx, op, nm->b, nm->n, n, nm->k, k))) return st;
+  int64_t elements, bytes;
+  if (ingot_core_size_mul(m, n, &elements) || ingot_core_size_mul(elements, 2, &bytes))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "%s = %" PRId64 ", %s = %" PRId64 ": %s [%s, %s] (%s * %s elements of "
+                           "2 or 4 bytes) overflows int64",
+                           nm->m, m, nm->n, n, nm->d, nm->m, nm->n, nm->m, nm->n);
+  return INGOT_STATUS_SUCCESS;
 }
 
-static ingot_status geglu_need(struct ingot_context *ctx, int64_t m, int64_t hidden, int64_t k,
-                               size_t *bytes) {
-  *bytes = 0;
-  if (m == 0) return INGOT_STATUS_SUCCESS;
-  return ctx->ops->nvfp4_geglu_workspace_size(ctx, m, hidden, k, bytes);
+/* The same for the fused GeGLU of x [m, k], w_gate_up [2 * hidden, k] and
+ * h [m, hidden]. */
+static ingot_status check_geglu_sizes(struct ingot_context *ctx, const char *op, int64_t m,
+                                      int64_t hidden, int64_t k) {
+  ingot_status st;
+  int64_t two_h;
+  if ((st = ingot_core_nvfp4_check_extent(ctx, op, "x", "m", m, "k", k))) return st;
+  if (ingot_core_size_mul(2, hidden, &two_h))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "hidden = %" PRId64 ": w_gate_up's 2 * hidden rows overflow int64",
+                           hidden);
+  if ((st = ingot_core_nvfp4_check_extent(ctx, op, "w_gate_up", "2 * hidden", two_h, "k", k)))
+    return st;
+  return ingot_core_nvfp4_check_extent(ctx, op, "h", "m", m, "hidden", hidden);
+}
+
+/* ---- backend workspace sizes (shape rules checked; 0 for m == 0) ------------------------
+ * *bytes is written only on success. */
+
+static ingot_status gemm_need(struct ingot_context *ctx, const char *op, const gemm_names *nm,
+                              int64_t m, int64_t n, int64_t k, size_t *bytes) {
+  size_t need = 0;
+  ingot_status st = check_gemm_sizes(ctx, op, nm, m, n, k);
+  if (st) return st;
+  if (m > 0 && (st = ctx->ops->nvfp4_gemm_workspace_size(ctx, m, n, k, &need))) return st;
+  *bytes = need;
+  return INGOT_STATUS_SUCCESS;
+}
+
+static ingot_status geglu_need(struct ingot_context *ctx, const char *op, int64_t m,
+                               int64_t hidden, int64_t k, size_t *bytes) {
+  size_t need = 0;
+  ingot_status st = check_geglu_sizes(ctx, op, m, hidden, k);
+  if (st) return st;
+  if (m > 0 && (st = ctx->ops->nvfp4_geglu_workspace_size(ctx, m, hidden, k, &need))) return st;
+  *bytes = need;
+  return INGOT_STATUS_SUCCESS;
 }
 
 /* The MLP's workspace: h values [m, hidden/2] at 0, h's swizzled scales at
  * *scales_at, the scratch of the two backend calls at *rest_at (each
- * 16-byte aligned). */
+ * 16-byte aligned). m and hidden passed check_geglu_sizes. */
 static ingot_status mlp_layout(struct ingot_context *ctx, const char *op, int64_t m,
                                int64_t hidden, size_t *scales_at, size_t *rest_at) {
-  int64_t values_bytes, scale_bytes, scales_off, rest;
-  int64_t sr = (m + 127) / 128 * 128, sc = (hidden / 16 + 3) / 4 * 4;
-  if (__builtin_mul_overflow(m, hidden / 2, &values_bytes) ||
-      __builtin_mul_overflow(sr, sc, &scale_bytes) ||
-      __builtin_add_overflow(values_bytes, 15, &scales_off) ||
-      __builtin_add_overflow(scales_off / 16 * 16, scale_bytes, &rest) ||
-      __builtin_add_overflow(rest, 15, &rest) || (uint64_t)rest > SIZE_MAX)
+  int64_t values_bytes, sr, scale_bytes, scales_off, rest;
+  int64_t sc = (hidden / 16 + 3) / 4 * 4;
+  if (ingot_core_size_mul(m, hidden / 2, &values_bytes) ||
+      ingot_core_size_round_up(m, 128, &sr) || ingot_core_size_mul(sr, sc, &scale_bytes) ||
+      ingot_core_size_round_up(values_bytes, 16, &scales_off) ||
+      ingot_core_size_add(scales_off, scale_bytes, &rest) ||
+      ingot_core_size_round_up(rest, 16, &rest))
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "m = %" PRId64 ", hidden = %" PRId64 ": the h buffer overflows", m,
-                           hidden);
-  *scales_at = (size_t)(scales_off / 16 * 16);
-  *rest_at = (size_t)(rest / 16 * 16);
+                           "m = %" PRId64 ", hidden = %" PRId64
+                           ": the h [m, hidden] buffer in the workspace overflows int64",
+                           m, hidden);
+  *scales_at = (size_t)scales_off;
+  *rest_at = (size_t)rest;
   return INGOT_STATUS_SUCCESS;
 }
 
+/* The MLP's layout and workspace size; every output written only on success. */
 static ingot_status mlp_need(struct ingot_context *ctx, const char *op, int64_t m, int64_t k,
                              int64_t hidden, int64_t n, size_t *scales_at, size_t *rest_at,
                              size_t *bytes) {
-  size_t g = 0, d = 0;
+  size_t g = 0, d = 0, s_at = 0, r_at = 0;
   ingot_status st;
-  *scales_at = *rest_at = *bytes = 0;
-  if (m == 0) return INGOT_STATUS_SUCCESS;
-  if ((st = mlp_layout(ctx, op, m, hidden, scales_at, rest_at))) return st;
-  if ((st = geglu_need(ctx, m, hidden, k, &g))) return st;
-  if ((st = gemm_need(ctx, m, n, hidden, &d))) return st;
+  if ((st = check_geglu_sizes(ctx, op, m, hidden, k))) return st;
+  if ((st = check_gemm_sizes(ctx, op, &kDownNames, m, n, hidden))) return st;
+  if ((st = mlp_layout(ctx, op, m, hidden, &s_at, &r_at))) return st;
+  if ((st = geglu_need(ctx, op, m, hidden, k, &g))) return st;
+  if ((st = gemm_need(ctx, op, &kDownNames, m, n, hidden, &d))) return st;
   size_t scratch = g > d ? g : d;
-  if (scratch > SIZE_MAX - *rest_at)
+  if (m > 0 && scratch > SIZE_MAX - r_at)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "m = %" PRId64 ": the workspace size overflows size_t", m);
-  *bytes = *rest_at + scratch;
+                           "m = %" PRId64 ", hidden = %" PRId64
+                           ": the workspace size overflows size_t",
+                           m, hidden);
+  *scales_at = s_at;
+  *rest_at = r_at;
+  *bytes = m == 0 ? 0 : r_at + scratch;
   return INGOT_STATUS_SUCCESS;
 }
 
@@ -168,7 +228,7 @@ ingot_status ingot_nvfp4_gemm_workspace_size(ingot_context_t ctx, int64_t m, int
   if ((st = check_m(ctx, op, "m", m))) return st;
   if ((st = check_multiple(ctx, op, "n", n, 64, ""))) return st;
   if ((st = check_multiple(ctx, op, "k", k, 64, ""))) return st;
-  return gemm_need(ctx, m, n, k, bytes);
+  return gemm_need(ctx, op, &kGemmNames, m, n, k, bytes);
 }
 
 ingot_status ingot_nvfp4_geglu_workspace_size(ingot_context_t ctx, int64_t m, int64_t hidden,
@@ -181,7 +241,7 @@ ingot_status ingot_nvfp4_geglu_workspace_size(ingot_context_t ctx, int64_t m, in
   if ((st = check_m(ctx, op, "m", m))) return st;
   if ((st = check_multiple(ctx, op, "hidden", hidden, 32, " (2 * hidden % 64 == 0)"))) return st;
   if ((st = check_multiple(ctx, op, "k", k, 64, ""))) return st;
-  return geglu_need(ctx, m, hidden, k, bytes);
+  return geglu_need(ctx, op, m, hidden, k, bytes);
 }
 
 ingot_status ingot_nvfp4_mlp_workspace_size(ingot_context_t ctx, int64_t m, int64_t k,
@@ -224,7 +284,7 @@ ingot_status ingot_nvfp4_gemm(ingot_context_t ctx, const ingot_nvfp4_matrix *a,
   if ((st = check_dense(ctx, op, "d", d, m, "M (a rows)", n, "N (b rows)", &dd, &out[0])))
     return st;
   size_t need;
-  if ((st = gemm_need(ctx, m, n, k, &need))) return st;
+  if ((st = gemm_need(ctx, op, &kGemmNames, m, n, k, &need))) return st;
   if ((st = ingot_core_check_workspace(ctx, op, need, workspace, workspace_bytes,
                                        "ingot_nvfp4_gemm_workspace_size", &out[1])))
     return st;
@@ -263,7 +323,7 @@ ingot_status ingot_nvfp4_geglu(ingot_context_t ctx, const ingot_nvfp4_matrix *x,
     return st;
   in[6] = out[2]; /* h.global_scale is an input */
   size_t need;
-  if ((st = geglu_need(ctx, m, hidden, k, &need))) return st;
+  if ((st = geglu_need(ctx, op, m, hidden, k, &need))) return st;
   if ((st = ingot_core_check_workspace(ctx, op, need, workspace, workspace_bytes,
                                        "ingot_nvfp4_geglu_workspace_size", &out[2])))
     return st;

@@ -280,6 +280,53 @@ static ingot_status check_query(struct ingot_context *ctx, const char *op, int64
   return check_logits_dtype(ctx, op, logits_dtype);
 }
 
+/* The byte counts of a call of this shape fit int64 and size_t (batch and
+ * vocab in range, dtype valid): logits [B, V] of `dtype` and, for the
+ * softmax, probs [B, V] F32. So the backends' queries compute with sizes that
+ * fit (core/ops.h); an op whose tensors passed their checks always passes. */
+static ingot_status check_sizes(struct ingot_context *ctx, const char *op, int64_t batch,
+                                int64_t vocab, ingot_dtype dtype, int softmax) {
+  int64_t elements, bytes;
+  size_t size = ingot_dtype_size(dtype);
+  if (ingot_core_size_mul(batch, vocab, &elements) ||
+      ingot_core_size_mul(elements, (int64_t)size, &bytes))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "batch = %" PRId64 ", vocab_size = %" PRId64
+                           ": logits [batch, vocab_size] of %s (batch * vocab_size * %zu bytes) "
+                           "overflow int64",
+                           batch, vocab, ingot_dtype_name(dtype), size);
+  if (softmax && ingot_core_size_mul(elements, (int64_t)sizeof(float), &bytes))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "batch = %" PRId64 ", vocab_size = %" PRId64
+                           ": probs [batch, vocab_size] of f32 (batch * vocab_size * 4 bytes) "
+                           "overflow int64",
+                           batch, vocab);
+  return INGOT_STATUS_SUCCESS;
+}
+
+/* The backends' sizes (shape checked); *bytes written only on success. */
+static ingot_status sample_need(struct ingot_context *ctx, const char *op, int64_t batch,
+                                int64_t vocab, ingot_dtype dtype, int64_t num_top,
+                                size_t *bytes) {
+  size_t need = 0;
+  ingot_status st = check_sizes(ctx, op, batch, vocab, dtype, 0);
+  if (st) return st;
+  if ((st = ctx->ops->sample_workspace_size(ctx, batch, vocab, dtype, num_top, &need))) return st;
+  *bytes = need;
+  return INGOT_STATUS_SUCCESS;
+}
+
+static ingot_status softmax_need(struct ingot_context *ctx, const char *op, int64_t batch,
+                                 int64_t vocab, ingot_dtype dtype, size_t *bytes) {
+  size_t need = 0;
+  ingot_status st = check_sizes(ctx, op, batch, vocab, dtype, 1);
+  if (st) return st;
+  if ((st = ctx->ops->sampling_softmax_workspace_size(ctx, batch, vocab, dtype, &need)))
+    return st;
+  *bytes = need;
+  return INGOT_STATUS_SUCCESS;
+}
+
 ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch, int64_t vocab_size,
                                          ingot_dtype logits_dtype, int64_t num_top,
                                          size_t *bytes) {
@@ -290,7 +337,7 @@ ingot_status ingot_sample_workspace_size(ingot_context_t ctx, int64_t batch, int
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "num_top = %" PRId64 ", expected 0 <= n <= INGOT_SAMPLING_MAX_TOP = %d",
                            num_top, INGOT_SAMPLING_MAX_TOP);
-  return ctx->ops->sample_workspace_size(ctx, batch, vocab_size, logits_dtype, num_top, bytes);
+  return sample_need(ctx, op, batch, vocab_size, logits_dtype, num_top, bytes);
 }
 
 ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t batch,
@@ -299,7 +346,7 @@ ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx, int64_t 
   static const char op[] = "ingot_sampling_softmax_workspace_size";
   ingot_status st = check_query(ctx, op, batch, vocab_size, logits_dtype, bytes);
   if (st) return st;
-  return ctx->ops->sampling_softmax_workspace_size(ctx, batch, vocab_size, logits_dtype, bytes);
+  return softmax_need(ctx, op, batch, vocab_size, logits_dtype, bytes);
 }
 
 /* ---- ops --------------------------------------------------------------------------- */
@@ -400,9 +447,7 @@ ingot_status ingot_sample(ingot_context_t ctx, const ingot_tensor *logits,
   out.row_status = (uint32_t *)p;
   if ((st = check_logprobs(ctx, op, logprobs, in.batch, &out, &outs))) return st;
   size_t need = 0;
-  if ((st = ctx->ops->sample_workspace_size(ctx, in.batch, in.vocab, in.dtype, out.num_top,
-                                            &need)))
-    return st;
+  if ((st = sample_need(ctx, op, in.batch, in.vocab, in.dtype, out.num_top, &need))) return st;
   if ((st = check_workspace(ctx, op, need, workspace, workspace_bytes,
                             "ingot_sample_workspace_size", &outs)))
     return st;
@@ -436,8 +481,7 @@ ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *log
                              &outs)))
     return st;
   size_t need = 0;
-  if ((st = ctx->ops->sampling_softmax_workspace_size(ctx, in.batch, in.vocab, in.dtype, &need)))
-    return st;
+  if ((st = softmax_need(ctx, op, in.batch, in.vocab, in.dtype, &need))) return st;
   if ((st = check_workspace(ctx, op, need, workspace, workspace_bytes,
                             "ingot_sampling_softmax_workspace_size", &outs)))
     return st;

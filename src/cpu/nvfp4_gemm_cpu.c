@@ -65,6 +65,9 @@ static thread_layout layout_for(int64_t k) {
   return l;
 }
 
+/* Core checked that every byte count of the shape fits int64 (m * n * 2
+ * among them, core/nvfp4_gemm_api.c), so neither m + 31 nor the product
+ * overflows. */
 static int64_t tile_count(int64_t m, int64_t n) {
   return (m + TILE_M - 1) / TILE_M * (n / TILE_N);
 }

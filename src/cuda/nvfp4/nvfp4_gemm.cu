@@ -924,10 +924,15 @@ bool operands_aligned(const ingot_nvfp4_operand *a, const ingot_nvfp4_operand *b
          aligned16(a->m.scales, 0) && aligned16(b->m.scales, 0);
 }
 
+// The shapes the kernels' int tile counts and offsets hold (make_plan too).
+bool in_int_range(int64_t m, int64_t n, int64_t k) {
+  const int64_t lim = INT32_MAX - 1024;
+  return m <= lim && n <= lim && k <= lim && (n + 127) / 128 <= 65535;
+}
+
 ingot_status check_int_range(struct ingot_context *ctx, const char *op, int64_t m, int64_t n,
                              int64_t k) {
-  const int64_t lim = INT32_MAX - 1024;
-  if (m > lim || n > lim || k > lim || (n + 127) / 128 > 65535)
+  if (!in_int_range(m, n, k))
     return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
                            "shape [%lld, %lld] x [%lld, %lld]: dimensions beyond 2^31 (or more "
                            "than 65535 column tiles) are not supported on CUDA",
@@ -950,6 +955,10 @@ ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int
                                                   int64_t k, size_t *bytes) {
   *bytes = 0;
   if (m <= 0 || n <= 0 || k <= 0) return INGOT_STATUS_SUCCESS;
+  /* Beyond the int range the op fails NOT_SUPPORTED before it uses a
+   * workspace (as the sampling queries give 0 for a V the device cannot
+   * take); make_plan's int tile counts would not hold such a shape. */
+  if (!in_int_range(m, n, k)) return INGOT_STATUS_SUCCESS;
   *bytes = make_plan(ctx, m, n, k, false).ws_bytes;
   return INGOT_STATUS_SUCCESS;
 }
