@@ -21,10 +21,11 @@ synchronise it first.
 
 import contextlib
 import ctypes
+import functools
 import operator
 import sys
 
-from ._core import DType, check
+from ._core import Context, DType, IngotError, Status, last_error
 from ._lib import TENSOR_MAX_DIMS, ingot_tensor
 
 
@@ -307,11 +308,77 @@ def allocate(like, name, shape, dtype):
 
 
 def int64_arg(name, value):
-    """``value`` as a Python int that fits int64, else OverflowError naming ``name``."""
-    v = operator.index(value)
+    """``value`` as a Python int that fits int64, else OverflowError (or
+    TypeError for a non-integer) naming ``name``."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: {value!r} is not an integer") from None
     if not -(1 << 63) <= v < 1 << 63:
         raise OverflowError(f"{name}: {v} does not fit in int64")
     return v
+
+
+def float_arg(name, value):
+    """``value`` as a Python float, else TypeError naming ``name``."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: {value!r} is not a number") from None
+
+
+def dtype_arg(name, value):
+    """A DType from a DType, its C value or its name, else ValueError naming ``name``."""
+    try:
+        return DType.parse(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {value!r} is not an ingot dtype (e.g. 'f32', 'bf16', "
+                         "'f16')") from None
+
+
+# ---- the context argument ---------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _describe_value(value):
+    """What a wrong argument is, for error texts: "None", "an int",
+    "a numpy.ndarray of shape (2, 8)"."""
+    if value is None:
+        return "None"
+    cls = type(value)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    article = "an" if name[0] in "aeiouAEIOU" else "a"
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):  # numpy, torch.Size
+        return f"{article} {name} of shape {tuple(shape)}"
+    return f"{article} {name}"
+
+
+def takes_context(fn):
+    """Decorator of the ops and queries, whose first parameter is the
+    Context: anything else there (None, or an array because the context was
+    left out) is a TypeError that names the context, raised before Python
+    binds the other arguments (so a call without the context does not report
+    the last array as missing)."""
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount]
+    required = names[:len(names) - len(fn.__defaults__ or ())]
+    more = len(required) < len(names) or code.co_kwonlyargcount > 0
+    signature = f"{fn.__name__}({', '.join(required)}{', ...' if more else ''})"
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        ctx = args[0] if args else kwargs.get("ctx", _MISSING)
+        if type(ctx) is not Context and not isinstance(ctx, Context):
+            if ctx is _MISSING:
+                raise TypeError(f"{signature}: missing the first argument, ctx (an ingot.Context)")
+            hint = "" if ctx is None else " (is the context missing?)"
+            raise TypeError(f"{signature}: the first argument, ctx, must be an ingot.Context; "
+                            f"got {_describe_value(ctx)}{hint}")
+        return fn(*args, **kwargs)
+
+    return op
 
 
 def op_arg(ctx, obj, name, stream, writable=False):
@@ -332,15 +399,47 @@ def op_arg(ctx, obj, name, stream, writable=False):
     return d
 
 
+def required_arg(ctx, obj, name, stream, writable=False):
+    """op_arg for an argument that may not be None (TypeError naming it)."""
+    if obj is None:
+        raise TypeError(f"{name}: None, expected an array")
+    return op_arg(ctx, obj, name, stream, writable)
+
+
 def ref(d):
     """A pointer to ``d``'s C descriptor, or NULL for None."""
     return d.ref() if d is not None else None
 
 
-def run(ctx, fn, *args):
-    """Calls the library function ``fn`` on ``ctx``; raises IngotError on failure."""
+def run(ctx, fn, *args, names=None):
+    """Calls the library function ``fn`` on ``ctx``; raises IngotError on
+    failure. ``names`` maps the library's name of an argument to the Python
+    parameter that carries it where they differ (e.g. {"d": "out"}): the
+    error text then names the parameter the caller knows, "out (d): ..."."""
     handle = ctx.handle
-    check(fn(handle, *args), handle)
+    status = fn(handle, *args)
+    if status != Status.SUCCESS:
+        message = last_error(handle)
+        if names:
+            message = rename_arguments(message, names)
+        raise IngotError(status, message)
+
+
+def rename_arguments(message, names):
+    """The library's text "<op>: <argument>: <what>" with each argument of
+    ``names`` (library name -> Python name) shown as "python (library)",
+    where it is the argument blamed or the one an output overlaps."""
+    op, sep, rest = message.partition(": ")
+    if not sep:
+        return message
+    for c_name, py_name in names.items():
+        shown = f"{py_name} ({c_name})"
+        if rest.startswith(c_name + ":"):
+            rest = shown + rest[len(c_name):]
+        rest = rest.replace(f"overlaps {c_name} ", f"overlaps {shown} ")
+        if rest.endswith(f"overlaps {c_name}"):
+            rest = rest[: -len(c_name)] + shown
+    return op + sep + rest
 
 
 def torch_on_stream(device, stream):

@@ -22,10 +22,13 @@ import operator
 from ._core import DType, check
 from ._lib import NGRAM_MAX_HEADS, NGRAM_MAX_N, ingot_ngram_config, lib
 from ._tensor import allocate
+from ._tensor import float_arg as _float
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
+from ._tensor import required_arg as _required
 from ._tensor import run as _run
+from ._tensor import takes_context as _takes_context
 
 
 def _int(name, value, bits):
@@ -142,6 +145,7 @@ def _config(cfg):
     return ctypes.byref(cfg.struct)
 
 
+@_takes_context
 def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):
     """Row ids of every token of a ragged batch (``ingot_ngram_row_ids``).
 
@@ -159,16 +163,18 @@ def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):
     per request) gives exactly the rows of a prefill of the same history.
     """
     config, s = _config(cfg), ctx._stream(stream)
-    i = _arg(ctx, ids, "ids", s)
-    c = _arg(ctx, cu_seqlens, "cu_seqlens", s)
-    x = _arg(ctx, context, "context", s)
+    i = _required(ctx, ids, "ids", s)
+    c = _required(ctx, cu_seqlens, "cu_seqlens", s)
+    x = _required(ctx, context, "context", s)
     if out is None and i.tensor.ndim == 1:
         out = allocate(i, "out", (i.shape[0], cfg.num_heads), DType.I64)
-    o = _arg(ctx, out, "rows", s, writable=True)
-    _run(ctx, lib.ingot_ngram_row_ids, config, i.ref(), c.ref(), x.ref(), _ref(o), s)
+    o = _arg(ctx, out, "out", s, writable=True)
+    _run(ctx, lib.ingot_ngram_row_ids, config, i.ref(), c.ref(), x.ref(), _ref(o), s,
+         names={"rows": "out"})
     return out
 
 
+@_takes_context
 def ngram_commit_context(ctx, cfg, ids, cu_seqlens, context, stream=None):
     """Rolls each request's context forward in place (``ingot_ngram_commit_context``):
 
@@ -180,12 +186,13 @@ def ngram_commit_context(ctx, cfg, ids, cu_seqlens, context, stream=None):
     that reads the old context (CUDA: enqueue it after them). Returns None.
     """
     config, s = _config(cfg), ctx._stream(stream)
-    i = _arg(ctx, ids, "ids", s)
-    c = _arg(ctx, cu_seqlens, "cu_seqlens", s)
-    x = _arg(ctx, context, "context", s, writable=True)
+    i = _required(ctx, ids, "ids", s)
+    c = _required(ctx, cu_seqlens, "cu_seqlens", s)
+    x = _required(ctx, context, "context", s, writable=True)
     _run(ctx, lib.ingot_ngram_commit_context, config, i.ref(), c.ref(), x.ref(), s)
 
 
+@_takes_context
 def ngram_gather(ctx, rows, table, scale=1.0, out=None, stream=None):
     """Gathers table rows (``ingot_ngram_gather``):
 
@@ -203,16 +210,18 @@ def ngram_gather(ctx, rows, table, scale=1.0, out=None, stream=None):
     Results are bit-identical between backends and residencies.
     """
     s = ctx._stream(stream)
-    r = _arg(ctx, rows, "rows", s)
-    t = _arg(ctx, table, "table", s)
+    r = _required(ctx, rows, "rows", s)
+    t = _required(ctx, table, "table", s)
     if out is None and r.tensor.ndim == 2 and t.tensor.ndim == 2:
         (T, H), D = r.shape, t.shape[1]
         out = allocate(r, "out", (T, H * D), DType.BF16)
     o = _arg(ctx, out, "out", s, writable=True)
-    _run(ctx, lib.ingot_ngram_gather, r.ref(), t.ref(), ctypes.c_float(scale), _ref(o), s)
+    _run(ctx, lib.ingot_ngram_gather, r.ref(), t.ref(), ctypes.c_float(_float("scale", scale)),
+         _ref(o), s)
     return out
 
 
+@_takes_context
 def ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0, out=None, stream=None):
     """Row ids and gather fused (``ingot_ngram_embed``): out as
     :func:`ngram_gather` writes it for the rows :func:`ngram_row_ids`
@@ -227,13 +236,13 @@ def ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0, out=None, 
     separate ops to compute ids early and prefetch rows on a side stream.
     """
     config, s = _config(cfg), ctx._stream(stream)
-    i = _arg(ctx, ids, "ids", s)
-    c = _arg(ctx, cu_seqlens, "cu_seqlens", s)
-    x = _arg(ctx, context, "context", s)
-    t = _arg(ctx, table, "table", s)
+    i = _required(ctx, ids, "ids", s)
+    c = _required(ctx, cu_seqlens, "cu_seqlens", s)
+    x = _required(ctx, context, "context", s)
+    t = _required(ctx, table, "table", s)
     if out is None and i.tensor.ndim == 1 and t.tensor.ndim == 2:
         out = allocate(i, "out", (i.shape[0], cfg.num_heads * t.shape[1]), DType.BF16)
     o = _arg(ctx, out, "out", s, writable=True)
     _run(ctx, lib.ingot_ngram_embed, config, i.ref(), c.ref(), x.ref(), t.ref(),
-         ctypes.c_float(scale), _ref(o), s)
+         ctypes.c_float(_float("scale", scale)), _ref(o), s)
     return out

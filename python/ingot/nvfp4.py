@@ -42,10 +42,13 @@ from typing import NamedTuple
 from ._core import DType, IngotError, check
 from ._lib import ingot_nvfp4_matrix, lib
 from ._tensor import allocate as _empty
+from ._tensor import dtype_arg as _dtype
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
+from ._tensor import required_arg as _required
 from ._tensor import run as _run
+from ._tensor import takes_context as _takes_context
 from ._tensor import workspace as _workspace
 
 NVFP4_BLOCK = 16
@@ -69,7 +72,8 @@ def nvfp4_scale_shape(rows, cols):
     """Shape of the swizzled scale buffer of a [rows, cols] matrix
     (``ingot_nvfp4_scale_shape``): ``(round_up(rows, 128), round_up(cols/16, 4))``;
     the buffer has their product in bytes. rows >= 0, cols >= 0,
-    cols % 16 == 0 (IngotError otherwise)."""
+    cols % 16 == 0 (IngotError otherwise, also for a buffer whose byte count
+    overflows int64)."""
     sr, sc = ctypes.c_int64(), ctypes.c_int64()
     check(lib.ingot_nvfp4_scale_shape(_int64("rows", rows), _int64("cols", cols),
                                       ctypes.byref(sr), ctypes.byref(sc)))
@@ -95,6 +99,7 @@ def nvfp4_scale_offset(row, scale_col, cols):
 # ---- ops ------------------------------------------------------------------------------------
 
 
+@_takes_context
 def nvfp4_global_scale(ctx, x, out=None, stream=None):
     """The conventional encode multiplier of a tensor (``ingot_nvfp4_global_scale``):
 
@@ -108,14 +113,15 @@ def nvfp4_global_scale(ctx, x, out=None, stream=None):
     Returns out. CUDA: three launches, no host sync (out stays on the device).
     """
     s = ctx._stream(stream)
-    xd = _arg(ctx, x, "x", s)
+    xd = _required(ctx, x, "x", s)
     if out is None:
-        out = _empty(xd, "global_scale", (1,), DType.F32)
-    o = _arg(ctx, out, "global_scale", s, writable=True)
-    _run(ctx, lib.ingot_nvfp4_global_scale, xd.ref(), o.ref(), s)
+        out = _empty(xd, "out", (1,), DType.F32)
+    o = _arg(ctx, out, "out", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_global_scale, xd.ref(), o.ref(), s, names={"global_scale": "out"})
     return out
 
 
+@_takes_context
 def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_count=None,
                    stream=None):
     """Quantizes x to NVFP4 with the global scale gs (``ingot_nvfp4_quantize``),
@@ -138,8 +144,8 @@ def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_cou
     ``(values, scales)``. CUDA: one launch.
     """
     s = ctx._stream(stream)
-    xd = _arg(ctx, x, "x", s)
-    g = _arg(ctx, _scalar_like(ctx, xd, global_scale), "global_scale", s)
+    xd = _required(ctx, x, "x", s)
+    g = _required(ctx, _scalar_like(ctx, xd, global_scale, "global_scale"), "global_scale", s)
     rows_cols = _matrix_shape(xd)
     if rows_cols is not None:
         rows, cols = rows_cols
@@ -154,6 +160,7 @@ def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_cou
     return values, scales
 
 
+@_takes_context
 def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", stream=None):
     """Decodes an NVFP4 matrix (``ingot_nvfp4_dequantize``):
 
@@ -173,21 +180,21 @@ def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", s
     Returns out. CUDA: one launch.
     """
     s = ctx._stream(stream)
-    v = _arg(ctx, values, "values", s)
-    sc = _arg(ctx, scales, "scales", s)
-    g = _arg(ctx, _scalar_like(ctx, v, global_scale), "global_scale", s)
+    v = _required(ctx, values, "values", s)
+    sc = _required(ctx, scales, "scales", s)
+    g = _required(ctx, _scalar_like(ctx, v, global_scale, "global_scale"), "global_scale", s)
     if out is None:
-        rows_cols = _matrix_shape(v)
-        if rows_cols is not None:
-            out_dtype = DType.parse(dtype)
-            if out_dtype not in (DType.F32, DType.BF16):
-                raise ValueError(f"dtype: {dtype!r}, expected 'f32' or 'bf16'")
-            out = _empty(v, "out", (rows_cols[0], 2 * rows_cols[1]), out_dtype)
+        # out's shape comes from values: check what it is made from here, so
+        # that no error blames an out the caller did not pass
+        _check_values(v, "values")
+        rows, half = v.shape
+        out = _empty(v, "out", (rows, 2 * half), _out_dtype(dtype))
     o = _arg(ctx, out, "out", s, writable=True)
     _run(ctx, lib.ingot_nvfp4_dequantize, v.ref(), sc.ref(), g.ref(), _ref(o), s)
     return out
 
 
+@_takes_context
 def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
     """Linear -> 128x4 swizzled block scales (``ingot_nvfp4_swizzle_scales``):
 
@@ -200,17 +207,18 @@ def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
     Returns out. CUDA: one launch.
     """
     s = ctx._stream(stream)
-    lin = _arg(ctx, linear, "linear", s)
+    lin = _required(ctx, linear, "linear", s)
     if out is None:
         rows_cols = _matrix_shape(lin)
         if rows_cols is not None:
             out = _empty(lin, "swizzled", nvfp4_scale_shape(rows_cols[0], 16 * rows_cols[1]),
                          DType.U8)
-    o = _arg(ctx, out, "swizzled", s, writable=True)
-    _run(ctx, lib.ingot_nvfp4_swizzle_scales, lin.ref(), _ref(o), s)
+    o = _arg(ctx, out, "out", s, writable=True)
+    _run(ctx, lib.ingot_nvfp4_swizzle_scales, lin.ref(), _ref(o), s, names={"swizzled": "out"})
     return out
 
 
+@_takes_context
 def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream=None):
     """128x4 swizzled -> linear block scales (``ingot_nvfp4_unswizzle_scales``):
 
@@ -224,24 +232,27 @@ def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream
     Returns out. CUDA: one launch.
     """
     s = ctx._stream(stream)
-    sw = _arg(ctx, swizzled, "swizzled", s)
+    sw = _required(ctx, swizzled, "swizzled", s)
     if out is None:
         if rows is None or cols is None:
             raise ValueError("nvfp4_unswizzle_scales: pass rows and cols (the matrix's shape), "
                              "or out=")
         rows, cols = _int64("rows", rows), _int64("cols", cols)
-        if cols % NVFP4_BLOCK != 0:
-            raise ValueError(f"cols: {cols}, expected a multiple of {NVFP4_BLOCK}")
-        out = _empty(sw, "linear", (rows, cols // NVFP4_BLOCK), DType.U8)
-    o = _arg(ctx, out, "linear", s, writable=True)
+        if rows < 0:
+            raise ValueError(f"rows: {rows} < 0")
+        if cols < 0 or cols % NVFP4_BLOCK != 0:
+            raise ValueError(f"cols: {cols}, expected a non-negative multiple of {NVFP4_BLOCK}")
+        out = _empty(sw, "out", (rows, cols // NVFP4_BLOCK), DType.U8)
+    o = _arg(ctx, out, "out", s, writable=True)
     if rows is not None and o.shape[:1] != (rows,):
         raise ValueError(f"out: shape {o.shape}, expected [{rows}, cols/16]")
     if cols is not None and o.shape[1:] != (cols // NVFP4_BLOCK,):
         raise ValueError(f"out: shape {o.shape}, expected [rows, {cols // NVFP4_BLOCK}]")
-    _run(ctx, lib.ingot_nvfp4_unswizzle_scales, sw.ref(), o.ref(), s)
+    _run(ctx, lib.ingot_nvfp4_unswizzle_scales, sw.ref(), o.ref(), s, names={"linear": "out"})
     return out
 
 
+@_takes_context
 def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scale=None,
                            values=None, scales=None, nonfinite_count=None, stream=None):
     """Weight preparation for the fused gate/up + GeGLU GEMM
@@ -266,8 +277,8 @@ def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scal
     the compute flag).
     """
     s = ctx._stream(stream)
-    g = _arg(ctx, gate, "gate", s)
-    u = _arg(ctx, up, "up", s)
+    g = _required(ctx, gate, "gate", s)
+    u = _required(ctx, up, "up", s)
     if compute_global_scale is None:
         compute_global_scale = global_scale is None
     if global_scale is None:
@@ -276,7 +287,7 @@ def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scal
         global_scale = _empty(g, "global_scale", (1,), DType.F32)
     elif compute_global_scale and not _is_array(global_scale):
         raise TypeError("global_scale: with compute_global_scale it is an output: pass an array")
-    global_scale = _scalar_like(ctx, g, global_scale)
+    global_scale = _scalar_like(ctx, g, global_scale, "global_scale")
     gs = _arg(ctx, global_scale, "global_scale", s, writable=bool(compute_global_scale))
     rows_cols = _matrix_shape(g)
     if rows_cols is not None:
@@ -309,15 +320,18 @@ class NVFP4Matrix(NamedTuple):
     global_scale: object
 
 
+@_takes_context
 def nvfp4_gemm_workspace_size(ctx, m, n, k):
     """Bytes of workspace :func:`nvfp4_gemm` needs for D [m, n] = A [m, k] x
-    B [n, k]^T (``ingot_nvfp4_gemm_workspace_size``; 0 for m = 0)."""
+    B [n, k]^T (``ingot_nvfp4_gemm_workspace_size``; 0 for m = 0). IngotError
+    for a bad value or a shape whose byte counts overflow."""
     out = ctypes.c_size_t()
     _run(ctx, lib.ingot_nvfp4_gemm_workspace_size, _int64("m", m), _int64("n", n),
          _int64("k", k), ctypes.byref(out))
     return out.value
 
 
+@_takes_context
 def nvfp4_geglu_workspace_size(ctx, m, hidden, k):
     """Bytes of workspace :func:`nvfp4_geglu` needs for x [m, k] and
     W [2 * hidden, k] (``ingot_nvfp4_geglu_workspace_size``)."""
@@ -327,6 +341,7 @@ def nvfp4_geglu_workspace_size(ctx, m, hidden, k):
     return out.value
 
 
+@_takes_context
 def nvfp4_mlp_workspace_size(ctx, m, k, hidden, n):
     """Bytes of workspace :func:`nvfp4_mlp` needs (``ingot_nvfp4_mlp_workspace_size``):
     the NVFP4 h [m, hidden] plus the larger scratch of the two steps."""
@@ -336,18 +351,21 @@ def nvfp4_mlp_workspace_size(ctx, m, k, hidden, n):
     return out.value
 
 
-def _matrix(ctx, mat, name, stream, keep, writable=False):
+def _matrix(ctx, mat, name, stream, keep, writable=False, names=None):
     """(ingot_nvfp4_matrix, values Described) of a 3-sequence; the
-    descriptors are appended to ``keep`` (alive for the call)."""
+    descriptors are appended to ``keep`` (alive for the call). ``names``:
+    the parameters of values, scales and global scale when the caller passed
+    them apart (else "<name>.values", ...)."""
     if mat is None:
-        return None, None
+        raise TypeError(f"{name}: None, expected an NVFP4 matrix (values, scales, global_scale)")
     try:
         values, scales, gs = mat
     except (TypeError, ValueError):
         raise TypeError(f"{name}: pass (values, scales, global_scale)") from None
-    v = _arg(ctx, values, f"{name}.values", stream, writable=writable)
-    sc = _arg(ctx, scales, f"{name}.scales", stream, writable=writable)
-    g = _arg(ctx, _scalar_like(ctx, v, gs), f"{name}.global_scale", stream)
+    vn, sn, gn = names or (f"{name}.values", f"{name}.scales", f"{name}.global_scale")
+    v = _required(ctx, values, vn, stream, writable=writable)
+    sc = _required(ctx, scales, sn, stream, writable=writable)
+    g = _required(ctx, _scalar_like(ctx, v, gs, gn), gn, stream)
     keep.extend((v, sc, g))
     m = ingot_nvfp4_matrix(ctypes.pointer(v.tensor), ctypes.pointer(sc.tensor),
                            ctypes.pointer(g.tensor))
@@ -370,12 +388,13 @@ def _need(query, *args):
 
 
 def _out_dtype(dtype):
-    out_dtype = DType.parse(dtype)
+    out_dtype = _dtype("dtype", dtype)
     if out_dtype not in (DType.F32, DType.BF16):
         raise ValueError(f"dtype: {dtype!r}, expected 'f32' or 'bf16'")
     return out_dtype
 
 
+@_takes_context
 def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
     """NVFP4 GEMM (``ingot_nvfp4_gemm``), D = A B^T:
 
@@ -405,16 +424,18 @@ def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
     ar, br = _rows_cols(av), _rows_cols(bv)
     if out is None and ar is not None and br is not None:
         out = _empty(av, "out", (ar[0], br[0]), _out_dtype(dtype))
-    o = _arg(ctx, out, "d", s, writable=True)
+    o = _arg(ctx, out, "out", s, writable=True)
     need = 0
     if workspace is None and ar is not None and br is not None:
         need = _need(nvfp4_gemm_workspace_size, ctx, ar[0], br[0], ar[1])
-    ws, ws_bytes, ws_keep = _workspace(ctx, av if av is not None else o, need, workspace, s)
-    _run(ctx, lib.ingot_nvfp4_gemm, _byref(am), _byref(bm), _ref(o), ws, ws_bytes, s)
+    ws, ws_bytes, ws_keep = _workspace(ctx, av, need, workspace, s)
+    _run(ctx, lib.ingot_nvfp4_gemm, _byref(am), _byref(bm), _ref(o), ws, ws_bytes, s,
+         names={"d": "out"})
     del keep, ws_keep
     return out
 
 
+@_takes_context
 def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, workspace=None,
                 stream=None):
     """Fused gate/up GEMM + GeGLU + NVFP4 re-quantize (``ingot_nvfp4_geglu``):
@@ -442,25 +463,34 @@ def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, wor
     wm, wv = _matrix(ctx, w_gate_up, "w_gate_up", s, keep)
     xr, wr = _rows_cols(xv), _rows_cols(wv)
     like = xv
-    if (values is None or scales is None) and (xr is None or wr is None):
-        raise ValueError("nvfp4_geglu: x and w_gate_up values must be 2-D to allocate h")
+    if values is None or scales is None:  # h's shape comes from x and w_gate_up
+        for name, d, r in (("x", xv, xr), ("w_gate_up", wv, wr)):
+            if r is None:
+                raise ValueError(f"{name}.values: shape {d.shape}, expected 2-D [rows, cols/2] "
+                                 "(to allocate h)")
     if xr is not None and wr is not None:
         m, hidden = xr[0], wr[0] // 2
+        if (values is None or scales is None) and (hidden <= 0 or hidden % 32 != 0):
+            raise ValueError(f"w_gate_up.values: shape {wv.shape}, expected [2H, K/2] with 2H a "
+                             "positive multiple of 64 (to allocate h)")
         if values is None:
-            values = _empty(like, "h.values", (m, hidden // 2), DType.U8)
-        if scales is None and hidden % NVFP4_BLOCK == 0:
-            scales = _empty(like, "h.scales", nvfp4_scale_shape(m, hidden), DType.U8)
-    h_global_scale = _scalar_like(ctx, like, h_global_scale)
-    hm, _ = _matrix(ctx, (values, scales, h_global_scale), "h", s, keep, writable=True)
+            values = _empty(like, "values", (m, hidden // 2), DType.U8)
+        if scales is None:
+            scales = _empty(like, "scales", nvfp4_scale_shape(m, hidden), DType.U8)
+    h_global_scale = _scalar_like(ctx, like, h_global_scale, "h_global_scale")
+    hm, _ = _matrix(ctx, (values, scales, h_global_scale), "h", s, keep, writable=True,
+                    names=("values", "scales", "h_global_scale"))
     need = 0
     if workspace is None and xr is not None and wr is not None:
         need = _need(nvfp4_geglu_workspace_size, ctx, xr[0], wr[0] // 2, xr[1])
     ws, ws_bytes, ws_keep = _workspace(ctx, like, need, workspace, s)
-    _run(ctx, lib.ingot_nvfp4_geglu, _byref(xm), _byref(wm), _byref(hm), ws, ws_bytes, s)
+    _run(ctx, lib.ingot_nvfp4_geglu, _byref(xm), _byref(wm), _byref(hm), ws, ws_bytes, s,
+         names={"h.values": "values", "h.scales": "scales", "h.global_scale": "h_global_scale"})
     del keep, ws_keep
     return NVFP4Matrix(values, scales, h_global_scale)
 
 
+@_takes_context
 def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
               workspace=None, stream=None):
     """The gated MLP in one call (``ingot_nvfp4_mlp``):
@@ -482,11 +512,12 @@ def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
     if out is None and xr is not None and dr is not None:
         out = _empty(xv, "out", (xr[0], dr[0]), _out_dtype(dtype))
     o = _arg(ctx, out, "out", s, writable=True)
-    g = _arg(ctx, _scalar_like(ctx, xv, h_global_scale), "h_global_scale", s)
+    g = _required(ctx, _scalar_like(ctx, xv, h_global_scale, "h_global_scale"), "h_global_scale",
+                  s)
     need = 0
     if workspace is None and None not in (xr, wr, dr):
         need = _need(nvfp4_mlp_workspace_size, ctx, xr[0], xr[1], wr[0] // 2, dr[0])
-    ws, ws_bytes, ws_keep = _workspace(ctx, xv if xv is not None else o, need, workspace, s)
+    ws, ws_bytes, ws_keep = _workspace(ctx, xv, need, workspace, s)
     _run(ctx, lib.ingot_nvfp4_mlp, _byref(xm), _byref(wm), g.ref(), _byref(dm), _ref(o), ws,
          ws_bytes, s)
     del keep, ws_keep
@@ -506,20 +537,35 @@ def _matrix_shape(d):
     return d.shape if d.tensor.ndim == 2 else None
 
 
+def _check_values(d, name):
+    """``d`` (a Described) is the values of an NVFP4 matrix, uint8
+    [rows, cols/2] with cols a multiple of 16, else an error naming ``name``:
+    for the wrappers that size an output from it."""
+    if d.tensor.ndim != 2:
+        raise ValueError(f"{name}: shape {d.shape}, expected 2-D [rows, cols/2] uint8")
+    if d.shape[1] % (NVFP4_BLOCK // 2) != 0:
+        raise ValueError(f"{name}: shape {d.shape}, expected [rows, cols/2] with cols a multiple "
+                         f"of {NVFP4_BLOCK} (shape[1] a multiple of {NVFP4_BLOCK // 2})")
+    if d.tensor.dtype != DType.U8:
+        raise TypeError(f"{name}: dtype {DType(d.tensor.dtype)}, expected uint8 (two E2M1 codes "
+                        "a byte)")
+
+
 def _is_array(obj):
     return not isinstance(obj, numbers.Real)
 
 
-def _scalar_like(ctx, like, value):
-    """``value`` as given when it is an array; a Python number becomes a new
-    float32 [1] array in the memory of ``like`` (a Described)."""
+def _scalar_like(ctx, like, value, name):
+    """``value`` (the argument ``name``) as given when it is an array; a
+    Python number becomes a new float32 [1] array in the memory of ``like``
+    (a Described)."""
     if _is_array(value):
         return value
     if like.framework == "torch":
         torch = sys.modules["torch"]
         return torch.tensor([float(value)], dtype=torch.float32, device=like.obj.device)
     if like.device[0] != "cpu" or ctx.backend != "cpu":
-        raise TypeError("global_scale: pass a float32 [1] device array (a Python float is only "
+        raise TypeError(f"{name}: pass a float32 [1] device array (a Python float is only "
                         "converted for torch tensors and numpy arrays on the CPU)")
     import numpy
 

@@ -38,7 +38,7 @@ import numbers
 import sys
 from typing import NamedTuple
 
-from ._core import DType
+from ._core import DType, IngotError
 from ._lib import (
     SAMPLING_MAX_TOP,
     ingot_sampling_logprobs,
@@ -46,10 +46,13 @@ from ._lib import (
     lib,
 )
 from ._tensor import allocate as _empty
+from ._tensor import dtype_arg as _dtype
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
 from ._tensor import ref as _ref
+from ._tensor import required_arg as _required
 from ._tensor import run as _run
+from ._tensor import takes_context as _takes_context
 from ._tensor import torch_on_stream as _torch_on_stream
 from ._tensor import workspace as _workspace
 
@@ -123,23 +126,41 @@ def sampling_log(x):
 # ---- workspace ------------------------------------------------------------------------------
 
 
+# The library's name of the logits dtype argument of the queries.
+_QUERY_NAMES = {"logits_dtype": "dtype"}
+
+
+@_takes_context
 def sample_workspace_size(ctx, batch, vocab_size, dtype="f32", num_top=0):
     """Bytes of workspace :func:`sample` needs (``ingot_sample_workspace_size``)
-    for logits [batch, vocab_size] of ``dtype`` and ``num_top`` top-n columns."""
+    for logits [batch, vocab_size] of ``dtype`` and ``num_top`` top-n columns.
+    IngotError for a shape whose byte counts overflow."""
     n = ctypes.c_size_t()
     _run(ctx, lib.ingot_sample_workspace_size, _int64("batch", batch),
-         _int64("vocab_size", vocab_size), int(DType.parse(dtype)), _int64("num_top", num_top),
-         ctypes.byref(n))
+         _int64("vocab_size", vocab_size), int(_dtype("dtype", dtype)),
+         _int64("num_top", num_top), ctypes.byref(n), names=_QUERY_NAMES)
     return n.value
 
 
+@_takes_context
 def sampling_softmax_workspace_size(ctx, batch, vocab_size, dtype="f32"):
     """Bytes of workspace :func:`sampling_softmax` needs
-    (``ingot_sampling_softmax_workspace_size``)."""
+    (``ingot_sampling_softmax_workspace_size``). IngotError for a shape whose
+    byte counts overflow."""
     n = ctypes.c_size_t()
     _run(ctx, lib.ingot_sampling_softmax_workspace_size, _int64("batch", batch),
-         _int64("vocab_size", vocab_size), int(DType.parse(dtype)), ctypes.byref(n))
+         _int64("vocab_size", vocab_size), int(_dtype("dtype", dtype)), ctypes.byref(n),
+         names=_QUERY_NAMES)
     return n.value
+
+
+def _need(query, *args):
+    """The workspace size for the logits the caller passed, or 0 when the
+    query rejects their shape (the op then reports ``logits`` by name)."""
+    try:
+        return query(*args)
+    except IngotError:
+        return 0
 
 
 # ---- arguments --------------------------------------------------------------------------------
@@ -198,7 +219,8 @@ def _row_param(ctx, like, name, value, kind, batch, stream, keep):
         return None
     if _is_scalar(value):
         if batch is None:
-            raise ValueError(f"{name}: a scalar needs 2-D logits to know B")
+            raise ValueError(f"logits: shape {like.shape}, expected 2-D [B, V] ({name} given "
+                             "as a number is broadcast to B rows)")
         value = _new_array(like, name, value, kind, stream, (batch,))
     elif isinstance(value, (list, tuple)):
         value = _new_array(like, name, list(value), kind, stream)
@@ -212,9 +234,13 @@ def _pairs(ctx, like, name, value, stream, keep):
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
-        pairs = [tuple(p) for p in value]
-        if any(len(p) != 2 for p in pairs):
-            raise ValueError(f"{name}: expected (row, token) pairs")
+        try:
+            pairs = [tuple(p) for p in value]
+        except TypeError:
+            pairs = None
+        if pairs is None or any(len(p) != 2 for p in pairs):
+            raise ValueError(f"{name}: expected an int32 [N, 2] array or a list of (row, token) "
+                             f"pairs; got {value!r}")
         value = _new_array(like, name, pairs if pairs else [], "i32", stream)
         if not pairs:
             value = value.reshape(0, 2)
@@ -250,12 +276,25 @@ def _params(ctx, like, batch, stream, keep, temperature, top_k, top_p, min_p, se
     return p
 
 
+def _batch(d):
+    """B of 2-D logits (whatever their dtype), else None: outputs of B rows
+    are then not allocated and the library reports logits by name."""
+    return d.shape[0] if d.tensor.ndim == 2 else None
+
+
 def _shape(d):
-    """(B, V) of 2-D logits of a sampling dtype, else None (the library then
-    reports the bad input by name)."""
+    """(B, V) of 2-D logits of a sampling dtype, else None: no workspace
+    query (the library then reports the bad input by name)."""
     if d.tensor.ndim != 2 or DType(d.tensor.dtype) not in _LOGIT_DTYPES or d.shape[1] < 1:
         return None
     return d.shape
+
+
+def _num_top(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"num_top: {value!r} is not an integer") from None
 
 
 def _status_array(like, name, batch):
@@ -271,6 +310,7 @@ def _status_array(like, name, batch):
 # ---- ops ----------------------------------------------------------------------------------------
 
 
+@_takes_context
 def sample(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None, seed=None,
            position=None, allowed=None, banned=None, bias_ids=None, bias_values=None,
            logprobs=False, raw_logprobs=False, num_top=0, top_final=False, tokens=None,
@@ -301,16 +341,17 @@ def sample(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None,
     Returns a :class:`SampleResult`. Nothing of size [B, V] is written.
     """
     s = ctx._stream(stream)
-    ld = _arg(ctx, logits, "logits", s)
+    ld = _required(ctx, logits, "logits", s)
     keep = [ld]
     bv = _shape(ld)
-    batch = bv[0] if bv is not None else None
+    batch = _batch(ld)
     params = _params(ctx, ld, batch, s, keep, temperature, top_k, top_p, min_p, seed, position,
                      allowed, banned, bias_ids, bias_values)
-    n = int(num_top)
+    n = _num_top(num_top)
     if top_ids is not None or top_logprobs is not None:
         given = top_ids if top_ids is not None else top_logprobs
-        n = int(given.shape[1]) if len(given.shape) == 2 else n
+        shape = getattr(given, "shape", None)  # not an array: reported below by name
+        n = int(shape[1]) if shape is not None and len(shape) == 2 else n
     if not 0 <= n <= SAMPLING_MAX_TOP:
         raise ValueError(f"num_top: {n}, expected 0 <= n <= {SAMPLING_MAX_TOP}")
     if batch is not None:
@@ -337,7 +378,7 @@ def sample(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None,
             setattr(lp, name, ctypes.pointer(d.tensor))
     need = 0
     if bv is not None and workspace is None:
-        need = sample_workspace_size(ctx, bv[0], bv[1], DType(ld.tensor.dtype), n)
+        need = _need(sample_workspace_size, ctx, bv[0], bv[1], DType(ld.tensor.dtype), n)
     ws, ws_bytes, ws_keep = _workspace(ctx, ld, need, workspace, s)
     _run(ctx, lib.ingot_sample, ld.ref(), ctypes.byref(params), _ref(td), _ref(sd),
          ctypes.byref(lp), ws, ws_bytes, s)
@@ -346,6 +387,7 @@ def sample(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None,
                         top_logprobs)
 
 
+@_takes_context
 def sampling_softmax(ctx, logits, *, temperature=None, top_k=None, top_p=None, min_p=None,
                      allowed=None, banned=None, bias_ids=None, bias_values=None, probs=None,
                      row_status=None, workspace=None, stream=None):
@@ -360,22 +402,22 @@ def sampling_softmax(ctx, logits, *, temperature=None, top_k=None, top_p=None, m
     here for torch tensors, to be passed for other CUDA arrays.
     """
     s = ctx._stream(stream)
-    ld = _arg(ctx, logits, "logits", s)
+    ld = _required(ctx, logits, "logits", s)
     keep = [ld]
     bv = _shape(ld)
-    batch = bv[0] if bv is not None else None
+    batch = _batch(ld)
     params = _params(ctx, ld, batch, s, keep, temperature, top_k, top_p, min_p, None, None,
                      allowed, banned, bias_ids, bias_values)
-    if bv is not None:
+    if batch is not None:
         if probs is None:
-            probs = _empty(ld, "probs", bv, DType.F32)
+            probs = _empty(ld, "probs", ld.shape, DType.F32)
         if row_status is None:
             row_status = _status_array(ld, "row_status", batch)
     pd = _arg(ctx, probs, "probs", s, writable=True)
     sd = _arg(ctx, row_status, "row_status", s, writable=True)
     need = 0
     if bv is not None and workspace is None:
-        need = sampling_softmax_workspace_size(ctx, bv[0], bv[1], DType(ld.tensor.dtype))
+        need = _need(sampling_softmax_workspace_size, ctx, bv[0], bv[1], DType(ld.tensor.dtype))
     ws, ws_bytes, ws_keep = _workspace(ctx, ld, need, workspace, s)
     _run(ctx, lib.ingot_sampling_softmax, ld.ref(), ctypes.byref(params), _ref(pd), _ref(sd), ws,
          ws_bytes, s)

@@ -393,9 +393,10 @@ def test_errors_name_the_argument(ctx):
         ingot.ngram_row_ids(ctx, cfg, ids.astype(np.float32), cu, context)
     with raises("ids: stride"):
         ingot.ngram_row_ids(ctx, cfg, np.repeat(ids, 2)[::2], cu, context)
-    with raises("rows: shape[1] = 5"):
+    # out is the library's rows: the text names both
+    with raises("out (rows): shape[1] = 5"):
         ingot.ngram_row_ids(ctx, cfg, ids, cu, context, out=np.empty((6, 5), np.int64))
-    with raises("rows: dtype"):
+    with raises("out (rows): dtype"):
         ingot.ngram_row_ids(ctx, cfg, ids, cu, context, out=np.empty((6, 4), np.int32))
     with raises("context", op="ingot_ngram_commit_context"):
         ingot.ngram_commit_context(ctx, cfg, ids, cu, np.full((2, 1), E, np.int32))
@@ -462,3 +463,38 @@ def test_python_side_errors(ctx):
     ctx.close()
     with pytest.raises(ValueError, match="closed"):
         ingot.ngram_row_ids(ctx, cfg, ids, cu, context)
+
+
+def test_context_and_arguments_are_named(ctx):
+    cfg, ids, cu, context = batch3()
+    with pytest.raises(TypeError, match=r"^ngram_row_ids\(ctx, cfg, ids, cu_seqlens, context, "
+                                        r"\.\.\.\): the first argument, ctx, must be an "
+                                        r"ingot\.Context; got None$"):
+        ingot.ngram_row_ids(None, cfg, ids, cu, context)
+    with pytest.raises(TypeError, match=r"^ngram_embed\(ctx, cfg, ids, cu_seqlens, context, table, "
+                                        r"\.\.\.\): .*got an ingot\.ngram\.NgramConfig \(is the "
+                                        r"context missing\?\)"):
+        ingot.ngram_embed(cfg, ids, cu, context, np.zeros((4, 2), np.float32))
+    with pytest.raises(TypeError, match=r"^ngram_gather\(ctx, rows, table, \.\.\.\): .*got a "
+                                        r"numpy\.ndarray of shape \(6, 4\)"):
+        ingot.ngram_gather(np.zeros((6, 4), np.int64), np.zeros((4, 2), np.float32))
+    with pytest.raises(TypeError, match=r"ngram_commit_context\(ctx, cfg, ids, cu_seqlens, "
+                                        r"context, \.\.\.\): missing the first argument, ctx"):
+        ingot.ngram_commit_context()
+    with pytest.raises(TypeError, match=r"^ids: None, expected an array"):
+        ingot.ngram_row_ids(ctx, cfg, None, cu, context)
+    with pytest.raises(TypeError, match=r"^scale: 'x' is not a number"):
+        ingot.ngram_gather(ctx, np.zeros((6, 4), np.int64), np.zeros((4, 2), np.float32),
+                           scale="x")
+    with pytest.raises(TypeError, match=r"^pad_multiple: 1\.5 is not an integer"):
+        cfg.table_rows(1.5)
+
+
+def test_table_rows_rejects_overflow():
+    cfg, _, _, _ = batch3()
+    with pytest.raises(ingot.IngotError, match=r"pad_multiple = 9223372036854775807: the table's "
+                                               r"\d+ rows rounded up to a multiple of it overflow"):
+        cfg.table_rows(2**63 - 1)
+    with pytest.raises(ingot.IngotError, match=r"pad_multiple: -1 < 1"):
+        cfg.table_rows(-1)
+    assert cfg.table_rows(1 << 56) == 1 << 56

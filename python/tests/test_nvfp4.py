@@ -522,3 +522,79 @@ def test_cuda_graph_capture_and_replay(ctx, cuda_ctx, rng):
         assert_same_bytes(scales.cpu().numpy(), cpu_scales, "scales")
         assert_same_bytes(out.cpu().numpy(),
                           ingot.nvfp4_dequantize(ctx, cpu_values, cpu_scales, cpu_gs), "out")
+
+
+# ---- errors name what the caller passed ----------------------------------------------------------
+
+
+def test_dequantize_names_values_not_the_allocated_out(ctx):
+    scales = np.zeros((128, 4), np.uint8)
+    with pytest.raises(ValueError, match=r"^values: shape \(8, 15\), expected \[rows, cols/2\] "
+                                         r"with cols a multiple of 16") as e:
+        ingot.nvfp4_dequantize(ctx, np.zeros((8, 15), np.uint8), scales, 1.0)
+    assert "out" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^values: shape \(16,\), expected 2-D \[rows, cols/2\]"):
+        ingot.nvfp4_dequantize(ctx, np.zeros(16, np.uint8), scales, 1.0)
+    with pytest.raises(TypeError, match=r"^values: dtype f32, expected uint8"):
+        ingot.nvfp4_dequantize(ctx, np.zeros((8, 8), np.float32), scales, 1.0)
+    with pytest.raises(TypeError, match=r"^values: None"):
+        ingot.nvfp4_dequantize(ctx, None, scales, 1.0)
+    with pytest.raises(ValueError, match=r"^dtype: 'f64' is not an ingot dtype"):
+        ingot.nvfp4_dequantize(ctx, np.zeros((8, 8), np.uint8), scales, 1.0, dtype="f64")
+    # an out the caller passed is still blamed when it is the wrong one
+    with pytest.raises(ingot.IngotError, match=r"out: shape\[1\] = 24"):
+        ingot.nvfp4_dequantize(ctx, np.zeros((8, 8), np.uint8), scales, 1.0,
+                               out=np.zeros((8, 24), np.float32))
+    with pytest.raises(ingot.IngotError, match=r"values: shape\[1\] = 15, expected cols / 2 = 8"):
+        ingot.nvfp4_dequantize(ctx, np.zeros((8, 15), np.uint8), scales, 1.0,
+                               out=np.zeros((8, 16), np.float32))
+
+
+def test_format_ops_name_the_context(ctx):
+    x = np.zeros((4, 32), np.float32)
+    with pytest.raises(TypeError, match=r"^nvfp4_quantize\(ctx, x, global_scale, \.\.\.\): the "
+                                        r"first argument, ctx, must be an ingot\.Context; got None"):
+        ingot.nvfp4_quantize(None, x, 1.0)
+    with pytest.raises(TypeError, match=r"^nvfp4_dequantize\(ctx, values, scales, global_scale, "
+                                        r"\.\.\.\): .*got a numpy\.ndarray of shape \(4, 16\) \(is "
+                                        r"the context missing\?\)"):
+        ingot.nvfp4_dequantize(np.zeros((4, 16), np.uint8), np.zeros((128, 4), np.uint8), 1.0)
+    for call in (lambda: ingot.nvfp4_global_scale(x), lambda: ingot.nvfp4_swizzle_scales(None, x),
+                 lambda: ingot.nvfp4_unswizzle_scales("cpu", x),
+                 lambda: ingot.nvfp4_quantize_gate_up(x, x)):
+        with pytest.raises(TypeError, match=r"the first argument, ctx, must be an ingot\.Context"):
+            call()
+    with pytest.raises(TypeError, match=r"^x: None"):
+        ingot.nvfp4_global_scale(ctx, None)
+
+
+def test_outputs_are_named_as_passed(ctx):
+    linear = np.zeros((4, 2), np.uint8)
+    with pytest.raises(ingot.IngotError, match=r"out \(swizzled\): shape\[1\] = 3, expected "
+                                               r"round_up\(cols/16, 4\) = 4"):
+        ingot.nvfp4_swizzle_scales(ctx, linear, out=np.zeros((128, 3), np.uint8))
+    with pytest.raises(ingot.IngotError, match=r"out \(linear\): dtype f32"):
+        ingot.nvfp4_unswizzle_scales(ctx, np.zeros((128, 4), np.uint8),
+                                     out=np.zeros((4, 2), np.float32))
+    with pytest.raises(ingot.IngotError, match=r"out \(global_scale\): shape\[0\] = 2"):
+        ingot.nvfp4_global_scale(ctx, np.zeros((4, 16), np.float32), out=np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=r"^rows: -1 < 0"):
+        ingot.nvfp4_unswizzle_scales(ctx, np.zeros((128, 4), np.uint8), rows=-1, cols=32)
+    with pytest.raises(ValueError, match=r"^cols: -16, expected a non-negative multiple of 16"):
+        ingot.nvfp4_unswizzle_scales(ctx, np.zeros((128, 4), np.uint8), rows=4, cols=-16)
+
+
+def test_scale_shape_rejects_overflowing_sizes():
+    with pytest.raises(ingot.IngotError, match=r"rows = 9223372036854775807 overflows"):
+        ingot.nvfp4_scale_shape(2**63 - 1, 16)
+    with pytest.raises(ingot.IngotError, match=r"rows = 4294967296, cols = 68719476736: the scale "
+                                               r"buffer"):
+        ingot.nvfp4_scale_shape(1 << 32, 1 << 36)  # 2^64 bytes: SIZE_MAX + 1
+    with pytest.raises(ingot.IngotError, match=r"rows = 72057594037927936, cols = "
+                                               r"72057594037927936"):
+        ingot.nvfp4_scale_shape(1 << 56, 1 << 56)
+    with pytest.raises(ingot.IngotError, match=r"cols = -16"):
+        ingot.nvfp4_scale_shape(4, -16)
+    with pytest.raises(OverflowError, match=r"rows: 9223372036854775808 does not fit"):
+        ingot.nvfp4_scale_shape(2**63, 16)
+    assert ingot.nvfp4_scale_shape(1 << 32, 1 << 33) == (1 << 32, 1 << 29)

@@ -283,3 +283,79 @@ def test_cuda_gemm_graph_capture(ctx, cuda_ctx, rng):
         torch.cuda.synchronize()
         want = ingot.nvfp4_gemm(ctx, a2, b, dtype="f32")
         assert _rel_l2(out.cpu().numpy(), want) < 1e-5
+
+
+# ---- errors name what the caller passed -------------------------------------------------------
+
+
+def test_workspace_queries_reject_overflowing_sizes(ctx):
+    m64 = 2**63 - 1
+    with pytest.raises(ingot.IngotError, match=r"m = 9223372036854775807, k = 64: a\.values") as e:
+        ingot.nvfp4_gemm_workspace_size(ctx, m64, 1 << 56, 64)
+    assert e.value.status == ingot.Status.INVALID_ARGUMENT
+    with pytest.raises(ingot.IngotError, match=r"m = 4294967296, n = 4294967296: d \[m, n\]"):
+        ingot.nvfp4_gemm_workspace_size(ctx, 1 << 32, 1 << 32, 64)  # 2^64 = SIZE_MAX + 1 elements
+    with pytest.raises(ingot.IngotError, match=r"hidden = 9223372036854775776: w_gate_up's "
+                                               r"2 \* hidden rows overflow"):
+        ingot.nvfp4_geglu_workspace_size(ctx, 1, m64 // 32 * 32, 64)
+    with pytest.raises(ingot.IngotError, match=r"m = 72057594037927936, hidden = "
+                                               r"72057594037927936: h\.values"):
+        ingot.nvfp4_geglu_workspace_size(ctx, 1 << 56, 1 << 56, 64)
+    with pytest.raises(ingot.IngotError, match=r"n = 72057594037927936, hidden = "
+                                               r"72057594037927936: w_down\.values"):
+        ingot.nvfp4_mlp_workspace_size(ctx, 1, 64, 1 << 56, 1 << 56)
+    with pytest.raises(ingot.IngotError, match=r"m = 4294967296, n = 4294967296: out \[m, n\]"):
+        ingot.nvfp4_mlp_workspace_size(ctx, 1 << 32, 64, 64, 1 << 32)
+    with pytest.raises(ingot.IngotError, match=r"m = -1 < 0"):
+        ingot.nvfp4_mlp_workspace_size(ctx, -1, 64, 64, 64)
+    with pytest.raises(TypeError, match=r"m: 1\.5 is not an integer"):
+        ingot.nvfp4_gemm_workspace_size(ctx, 1.5, 64, 64)
+    assert ingot.nvfp4_gemm_workspace_size(ctx, 1 << 55, 64, 64) > 0
+
+
+def test_ops_name_the_context_and_the_arguments(ctx, rng):
+    a = random_nvfp4(rng, 4, 64)
+    b = random_nvfp4(rng, 64, 64)
+    with pytest.raises(TypeError, match=r"^nvfp4_gemm\(ctx, a, b, \.\.\.\): the first argument, "
+                                        r"ctx, must be an ingot\.Context; got a tuple \(is the "
+                                        r"context missing\?\)"):
+        ingot.nvfp4_gemm(a, b)
+    for call in (lambda: ingot.nvfp4_gemm(None, a, b), lambda: ingot.nvfp4_geglu(None, a, b, 1.0),
+                 lambda: ingot.nvfp4_mlp(None, a, b, 1.0, b),
+                 lambda: ingot.nvfp4_gemm_workspace_size(None, 4, 64, 64)):
+        with pytest.raises(TypeError, match=r"ctx, must be an ingot\.Context; got None$"):
+            call()
+    with pytest.raises(TypeError, match=r"^a: None, expected an NVFP4 matrix"):
+        ingot.nvfp4_gemm(ctx, None, b)
+    with pytest.raises(TypeError, match=r"^b\.scales: None"):
+        ingot.nvfp4_gemm(ctx, a, (b[0], None, b[2]))
+    with pytest.raises(ingot.IngotError, match=r"out \(d\): shape\[1\] = 63, expected N \(b rows\)"):
+        ingot.nvfp4_gemm(ctx, a, b, out=np.zeros((4, 63), np.float32))
+    with pytest.raises(ValueError, match=r"^dtype: 'f99' is not an ingot dtype"):
+        ingot.nvfp4_gemm(ctx, a, b, dtype="f99")
+    # geglu: h's values and scales are named as the caller passed them
+    w = random_nvfp4(rng, 64, 64)  # 2H = 64
+    sr, sc = ingot.nvfp4_scale_shape(4, 32)
+    with pytest.raises(ingot.IngotError, match=r"values \(h\.values\): shape\[0\] = 5"):
+        ingot.nvfp4_geglu(ctx, a, w, 1.0, values=np.zeros((5, 16), np.uint8))
+    with pytest.raises(ingot.IngotError, match=r"scales \(h\.scales\): shape\[0\] = 256"):
+        ingot.nvfp4_geglu(ctx, a, w, 1.0, scales=np.zeros((256, sc), np.uint8))
+    with pytest.raises(ValueError, match=r"^w_gate_up\.values: shape \(40, 32\), expected \[2H, "
+                                         r"K/2\] with 2H a positive multiple of 64"):
+        ingot.nvfp4_geglu(ctx, a, random_nvfp4(rng, 40, 64), 1.0)
+    with pytest.raises(ValueError, match=r"^x\.values: shape \(128,\), expected 2-D"):
+        ingot.nvfp4_geglu(ctx, (a[0].reshape(-1), a[1], a[2]), w, 1.0)
+    h = ingot.nvfp4_geglu(ctx, a, w, 1.0)
+    assert h.values.shape == (4, 16) and h.scales.shape == (sr, sc)
+
+
+def test_rename_arguments():
+    from ingot._tensor import rename_arguments
+
+    names = {"d": "out"}
+    assert (rename_arguments("ingot_nvfp4_gemm: d: shape[0] = 3", names)
+            == "ingot_nvfp4_gemm: out (d): shape[0] = 3")
+    assert (rename_arguments("ingot_nvfp4_gemm: workspace: overlaps d (an output may ...)", names)
+            == "ingot_nvfp4_gemm: workspace: overlaps out (d) (an output may ...)")
+    assert (rename_arguments("ingot_nvfp4_gemm: a.values: shape[1] = 3", names)
+            == "ingot_nvfp4_gemm: a.values: shape[1] = 3")

@@ -551,3 +551,90 @@ def test_struct_layouts_match_the_header(tmp_path):
             assert got[f"{struct.__name__}.{field}"] == (member.offset, member.size), field
     p, lp = ingot_sampling_params(), ingot_sampling_logprobs()
     assert got["init"] == (p.struct_size, p.struct_version, lp.struct_size, lp.struct_version)
+
+
+# ---- errors name what the caller passed --------------------------------------------------------
+
+
+def test_context_none_is_named(ctx):
+    x = np.zeros((2, 8), np.float32)
+    for call in (lambda: ingot.sample(None, x), lambda: ingot.sampling_softmax(None, x),
+                 lambda: ingot.sample_workspace_size(None, 2, 8),
+                 lambda: ingot.sampling_softmax_workspace_size(None, 2, 8)):
+        with pytest.raises(TypeError, match=r"the first argument, ctx, must be an "
+                                            r"ingot\.Context; got None$"):
+            call()
+
+
+def test_context_left_out_is_named(ctx):
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(TypeError, match=r"^sample\(ctx, logits, \.\.\.\): the first argument, ctx, "
+                                        r"must be an ingot\.Context; got a numpy\.ndarray of shape "
+                                        r"\(2, 8\) \(is the context missing\?\)"):
+        ingot.sample(x)
+    with pytest.raises(TypeError, match=r"^sampling_softmax\(ctx, logits, \.\.\.\): .*got a "
+                                        r"numpy\.ndarray"):
+        ingot.sampling_softmax(x, temperature=0.5)
+    with pytest.raises(TypeError, match=r"sample\(ctx, logits, \.\.\.\): missing the first "
+                                        r"argument, ctx"):
+        ingot.sample()
+    with pytest.raises(TypeError, match=r"sample_workspace_size\(ctx, batch, vocab_size, \.\.\.\): "
+                                        r".*got an int"):
+        ingot.sample_workspace_size(2, 8)
+    with pytest.raises(TypeError, match="logits: None"):
+        ingot.sample(ctx, None)
+
+
+def test_scalar_parameter_with_1d_logits_names_logits(ctx):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match=r"^logits: shape \(8,\), expected 2-D \[B, V\] "
+                                         r"\(temperature given as a number"):
+        ingot.sample(ctx, x, temperature=0.5)
+    with pytest.raises(ValueError, match=r"^logits: shape \(8,\), expected 2-D \[B, V\] \(top_k"):
+        ingot.sampling_softmax(ctx, x, top_k=3)
+    with pytest.raises(ValueError, match=r"^logits: shape \(2, 2, 2\), expected 2-D"):
+        ingot.sample(ctx, np.zeros((2, 2, 2), np.float32), seed=1)
+    # without numbers to broadcast, the library names logits
+    with pytest.raises(ingot.IngotError, match=r"logits: ndim = 1, expected 2"):
+        ingot.sample(ctx, x)
+    # 2-D logits of a bad dtype: B is known, the library names the dtype
+    with pytest.raises(ingot.IngotError, match=r"logits: dtype i32"):
+        ingot.sample(ctx, np.zeros((2, 8), np.int32), temperature=0.5)
+    with pytest.raises(ingot.IngotError, match=r"logits: dtype i32"):
+        ingot.sampling_softmax(ctx, np.zeros((2, 8), np.int32), temperature=0.5)
+
+
+def test_python_side_arguments_are_named(ctx):
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(ValueError, match=r"banned: expected an int32 \[N, 2\] array or a list"):
+        ingot.sample(ctx, x, banned=[1, 2])
+    with pytest.raises(TypeError, match="num_top: None is not an integer"):
+        ingot.sample(ctx, x, num_top=None)
+    with pytest.raises(TypeError, match="top_ids: list is not an array"):
+        ingot.sample(ctx, x, top_ids=[[1], [2]])
+    with pytest.raises(ValueError, match="dtype: 'float99' is not an ingot dtype"):
+        ingot.sample_workspace_size(ctx, 2, 8, "float99")
+    with pytest.raises(ingot.IngotError, match=r"dtype \(logits_dtype\): i32"):
+        ingot.sample_workspace_size(ctx, 2, 8, "i32")
+    with pytest.raises(TypeError, match="batch: 2.5 is not an integer"):
+        ingot.sampling_softmax_workspace_size(ctx, 2.5, 8)
+
+
+def test_workspace_queries_reject_overflowing_sizes(ctx):
+    big = 2**31 - 1
+    with pytest.raises(ingot.IngotError, match=r"batch = 2147483647, vocab_size = 2147483647: "
+                                               r"logits \[batch, vocab_size\] of f32") as e:
+        ingot.sample_workspace_size(ctx, big, big, "f32")
+    assert e.value.status == ingot.Status.INVALID_ARGUMENT
+    with pytest.raises(ingot.IngotError, match=r"batch = 2147483647, vocab_size = 2147483647: "
+                                               r"probs \[batch, vocab_size\] of f32"):
+        ingot.sampling_softmax_workspace_size(ctx, big, big, "bf16")
+    with pytest.raises(ingot.IngotError, match=r"batch = 9223372036854775807"):
+        ingot.sample_workspace_size(ctx, 2**63 - 1, 8)
+    with pytest.raises(ingot.IngotError, match=r"vocab_size = 72057594037927936"):
+        ingot.sampling_softmax_workspace_size(ctx, 1, 1 << 56)
+    with pytest.raises(ingot.IngotError, match=r"batch = -1 < 0"):
+        ingot.sample_workspace_size(ctx, -1, 8)
+    with pytest.raises(OverflowError, match=r"batch: 9223372036854775808 does not fit in int64"):
+        ingot.sample_workspace_size(ctx, 2**63, 8)
+    assert ingot.sample_workspace_size(ctx, big, big, "bf16") == (12 * big + 15) // 16 * 16
