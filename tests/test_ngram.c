@@ -108,7 +108,7 @@ static int test_worked_rows(void) {
                  rows[t * 4 + h], want[t][h]);
       int64_t oracle[6 * 4];
       ngram_oracle_rows(&cfg, &c, oracle);
-      EXPECT(memcmp(oracle, want, sizeof oracle) == 0, "the oracle disagrees with the spec");
+      EXPECT(memcmp(oracle, want, sizeof oracle) == 0, "the oracle disagrees with the worked example");
     }
   return 0;
 }

@@ -106,7 +106,7 @@ def test_quantize_any_global_scale(ctx, rng, gs):
 
 def test_quantize_ties_and_magnitudes(ctx):
     """gs = 1 and a block amax of 6 give sf = 1.0, so codes are E2M1(x) itself;
-    the expected indices are written out by hand from the spec."""
+    the expected indices are written out by hand from docs/nvfp4.md."""
     x = np.array([[6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 0.5, 1, 1.5, 2, 3, 4, 0, 0.1],
                   [-6, -0.25, -0.75, -1.25, -1.75, -2.5, -3.5, -5, -0.5, -1, -1.5, -2, -3, -4,
                    -0.0, -0.1]], dtype=np.float32)
