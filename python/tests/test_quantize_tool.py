@@ -401,6 +401,134 @@ BAD_INPUTS = {  # case: (make the file, a phrase the error must contain)
 }
 
 
+# ---- strict JSON: what another reader could take differently is refused ---------------------
+# Each header is a whole, otherwise valid file of one U8 tensor "w" (shape [64]) over 64
+# data bytes, with one defect. These files are also seeds of the header fuzzer
+# (tests/fuzz/corpus/fuzz_safetensors_header/strict-*).
+
+_W = b'"w":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}'
+
+
+def _w(shape=b"64", offsets=b"0,64", extra=b""):
+    return (b'{"w":{"dtype":"U8","shape":[' + shape + b'],"data_offsets":[' + offsets + b"]"
+            + extra + b"}}")
+
+
+STRICT_JSON = {  # case: (header bytes, phrases the error must contain)
+    "NUL between tokens": (_w(shape=b"64,\x0032"), ["control byte 0x00", "byte 31"]),
+    "NUL after a value": (_w(shape=b"64\x00"), ["control byte 0x00", "byte 30"]),
+    "control byte before the object": (b"\x01" + _w(), ["control byte 0x01", "byte 0"]),
+    "NUL padding": (_w() + b"\x00" * 7, ["control byte 0x00", "outside a string"]),
+    "NUL in a literal": (_w(extra=b',"x":tr\x00e'), ["control byte 0x00"]),
+    "raw NUL in a name": (b'{"a\x00b":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                          ["raw control character 0x00 (NUL)", "byte 3"]),
+    "raw NUL in a metadata key": (b'{"__metadata__":{"k\x00":"v"},' + _W + b"}",
+                                  ["raw control character 0x00", "byte 19"]),
+    "raw NUL in a metadata value": (b'{"__metadata__":{"k":"v\x00w"},' + _W + b"}",
+                                    ["raw control character 0x00", "byte 23"]),
+    "raw tab in a string": (b'{"__metadata__":{"k":"a\tb"},' + _W + b"}",
+                            ["raw control character 0x09", "byte 23"]),
+    "raw newline in a name": (b'{"w\n":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                              ["raw control character 0x0a"]),
+    "duplicate dtype": (b'{"w":{"dtype":"U8","dtype":"F32","shape":[64],"data_offsets":[0,64]}}',
+                        ["tensor 'w'", 'field "dtype" appears twice']),
+    "duplicate shape": (b'{"w":{"dtype":"U8","shape":[64],"shape":[16],"data_offsets":[0,64]}}',
+                        ["tensor 'w'", 'field "shape" appears twice']),
+    "duplicate data_offsets": (_w(extra=b',"data_offsets":[0,64]'),
+                               ["tensor 'w'", 'field "data_offsets" appears twice']),
+    "duplicate unknown field": (_w(extra=b',"x":1,"x":2'),
+                                ["tensor 'w'", 'field "x" appears twice']),
+    "negative zero offset": (_w(offsets=b"-0,64"), ["tensor 'w'", "data_offsets[0]", '"-0"']),
+    "negative zero dim": (_w(shape=b"64,-0"), ["tensor 'w'", "shape[1]", '"-0"']),
+    "1.000 as a dim": (_w(shape=b"64,1.000"), ["tensor 'w'", "shape[1]", "not a plain", '"1.000"']),
+    "exponent dim": (_w(shape=b"1e3"), ["tensor 'w'", "shape[0]", '"1e3"']),
+    "exponent offset": (_w(offsets=b"0,6.4e1"), ["tensor 'w'", "data_offsets[1]", '"6.4e1"']),
+    "2^53 + 1": (_w(shape=b"9007199254740993"), ["tensor 'w'", "shape[0]", "over 2^53"]),
+    "trailing point": (_w(shape=b"4."), ["invalid JSON number", '"4."', "byte 28"]),
+    "leading zero": (_w(shape=b"064"), ["invalid JSON number", '"064"', "leading zero"]),
+    "leading zero offset": (_w(offsets=b"00,64"), ["invalid JSON number", '"00"']),
+    "plus sign": (_w(shape=b"+64"), ["invalid JSON number", '"+64"']),
+    "bare point": (_w(extra=b',"x":.5'), ["invalid JSON number", '".5"']),
+    "empty exponent": (_w(extra=b',"x":1e'), ["invalid JSON number", "exponent"]),
+    "escaped field name": (b'{"w":{"dtype":"U8","sh\\u0061pe":[1e3],"data_offsets":[0,64]}}',
+                           ["tensor 'w'", "shape[0]", '"1e3"']),
+    "lone high surrogate": (b'{"\\ud800x":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                            ["lone high surrogate", "byte 2"]),
+    "lone low surrogate": (b'{"\\udc00":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                           ["lone low surrogate", "byte 2"]),
+    "high surrogate, no low": (b'{"\\ud800\\u0041":{"dtype":"U8","shape":[64],'
+                               b'"data_offsets":[0,64]}}', ["lone high surrogate"]),
+    "bad escape": (b'{"\\x":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                   ["invalid escape", "byte 2"]),
+    "short \\u escape": (b'{"\\u12g4":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+                         ["invalid \\u escape", "byte 2"]),
+    "trailing comma": (b'{' + _W + b',}', ["invalid JSON at byte"]),
+    "byte order mark": ("\ufeff".encode() + _w(), ["invalid JSON at byte 0"]),
+    "nested too deep": (_w(extra=b',"x":' + b"[" * 200 + b"]" * 200), ["nested deeper than 128"]),
+}
+
+
+@pytest.mark.parametrize("case", list(STRICT_JSON))
+def test_strict_json(cli, tmp_path, case):
+    header, phrases = STRICT_JSON[case]
+    write_raw(tmp_path / "in.safetensors", header, bytes(64))
+    r = run(cli, tmp_path / "in.safetensors", tmp_path / "out.safetensors", "--dry-run")
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "ingot quantize: error:" in r.stderr, r.stderr
+    for phrase in phrases:
+        assert phrase in r.stderr, (phrase, r.stderr)
+
+
+STRICT_JSON_OK = {  # valid JSON the check must not refuse
+    "plain": _w(),
+    "whitespace everywhere": b' \t\r\n{ "w" :\n{ "dtype" : "U8" ,\t"shape" : [ 64 ] , '
+                             b'"data_offsets" : [ 0 , 64 ] } }\r\n ',
+    "escapes": b'{"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\\uFFFF":'
+               b'{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+    "numbers in an unknown field": _w(extra=b',"x":[-0,0.5,1E+3,-2e-3,0,123]'),
+    "literals in an unknown field": _w(extra=b',"x":{"a":true,"b":false,"c":null}'),
+    "null metadata": b'{"__metadata__":null,' + _W + b"}",
+    "metadata with escapes": b'{"__metadata__":{"k\\u0001":"\\"v\\"","":""},' + _W + b"}",
+    "nested 100 deep": _w(extra=b',"x":' + b"[" * 100 + b"]" * 100),
+    "2^53": b'{"w":{"dtype":"U8","shape":[64,9007199254740992,0],"data_offsets":[0,0]},'
+            b'"v":{"dtype":"U8","shape":[64],"data_offsets":[0,64]}}',
+}
+
+
+@pytest.mark.parametrize("case", list(STRICT_JSON_OK))
+def test_strict_json_accepts_valid_json(cli, tmp_path, case):
+    write_raw(tmp_path / "in.safetensors", STRICT_JSON_OK[case], bytes(64))
+    r = run(cli, tmp_path / "in.safetensors", tmp_path / "out.safetensors", "--dry-run")
+    assert r.returncode == 0, r.stderr
+
+
+def _metadata_header(n, duplicate=None):
+    keys = [f'"k{i}":"v{i}"' for i in range(n)]
+    if duplicate is not None:
+        keys.append(f'"k{duplicate}":"again"')
+    return ('{"__metadata__":{' + ",".join(keys) + "}," + _W.decode() + "}").encode()
+
+
+def test_many_metadata_keys_read_fast(cli, tmp_path):
+    """200,000 metadata keys: the duplicate-key check sorts (it used to compare
+    every pair: about 90 s here)."""
+    import time
+    write_raw(tmp_path / "in.safetensors", _metadata_header(200_000), bytes(64))
+    start = time.monotonic()
+    r = subprocess.run([cli, "quantize", str(tmp_path / "in.safetensors"),
+                        str(tmp_path / "out.safetensors"), "--dry-run", "-q"],
+                       capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 0, r.stderr
+    assert elapsed < 2.0, f"reading 200,000 metadata keys took {elapsed:.2f} s"
+
+
+def test_duplicate_metadata_key_among_many(cli, tmp_path):
+    write_raw(tmp_path / "in.safetensors", _metadata_header(50_000, duplicate=31_337), bytes(64))
+    r = run(cli, tmp_path / "in.safetensors", tmp_path / "out.safetensors", "--dry-run")
+    assert r.returncode == 1 and "__metadata__ key 'k31337' appears twice" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_malformed_input_fails_cleanly(cli, tmp_path, case):
     make, message = BAD_INPUTS[case]
@@ -446,6 +574,18 @@ def test_bad_request_fails_cleanly(cli, tmp_path, case):
     assert r.returncode == 1 and message in r.stderr, r.stderr
     assert (tmp_path / "out.safetensors").read_bytes() == b"keep me"  # untouched
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_gate_up_output_name_must_be_utf8(cli, tmp_path):
+    """OUT is written into the header: not UTF-8, the tool would write a file
+    that no reader (itself included) accepts."""
+    write_safetensors(tmp_path / "in.safetensors",
+                      {"g": np.ones((2, 16), np.float32), "u": np.ones((2, 16), np.float32)})
+    r = subprocess.run([cli.encode(), b"quantize", bytes(tmp_path / "in.safetensors"),
+                        bytes(tmp_path / "out.safetensors"), b"--gate-up", b"g", b"u",
+                        b"bad\xffname"], capture_output=True)
+    assert r.returncode == 1 and b"not valid UTF-8" in r.stderr, r.stderr
+    assert no_leftovers(tmp_path, "out.safetensors") == []
 
 
 def test_missing_input_and_output_directory(cli, tmp_path):

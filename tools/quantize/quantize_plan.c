@@ -77,6 +77,12 @@ static int plan_jobs(qplan *p) {
     if (gi < 0) return st_fail(p->err, "--gate-up: %s has no tensor named '%s'", in->path, gn);
     if (ui < 0) return st_fail(p->err, "--gate-up: %s has no tensor named '%s'", in->path, un);
     if (gi == ui) return st_fail(p->err, "--gate-up: '%s' is both the gate and the up tensor", gn);
+    /* OUT becomes a name in the output header, which must be UTF-8 JSON. */
+    if (st_utf8_invalid_at((const unsigned char *)on, strlen(on)) < strlen(on))
+      return st_fail(p->err,
+                     "--gate-up: the output name '%s' is not valid UTF-8 (a safetensors header "
+                     "is UTF-8 JSON)",
+                     on);
     for (int k = 0; k < 2; k++) {
       const st_tensor *t = &in->t[k ? ui : gi];
       if (p->role[k ? ui : gi] != ROLE_COPY)

@@ -55,8 +55,9 @@ typedef struct {
   ingot_dtype ingot; /* what ingot can quantize from; INVALID otherwise */
 } st_dtype;
 
-/* Every dtype of the format (safetensors_read.c). */
+/* Every dtype of the format (safetensors_read.c), st_n_dtypes of them. */
 extern const st_dtype st_dtypes[];
+extern const int st_n_dtypes;
 
 /* ---- reading (safetensors_read.c) --------------------------------------------------- */
 
@@ -88,10 +89,23 @@ typedef struct {
  * with the reason in *err; call st_close() in both cases. */
 int st_open(st_file *f, const char *path, st_error *err);
 
+/* The same checks on a whole file held in memory, the size bytes at `bytes`
+ * (only its length and header are read); `name` stands for the path in
+ * messages. f as for st_open (st_close it; fd stays -1). */
+int st_open_memory(st_file *f, const char *name, const void *bytes, size_t size, st_error *err);
+
+/* The checks of the header alone: header_len bytes of JSON (copied) for a
+ * data section of data_len bytes, as if read from a file. */
+int st_parse_header(st_file *f, const char *name, const char *header, size_t header_len,
+                    uint64_t data_len, st_error *err);
+
 void st_close(st_file *f);
 
 /* The index of the tensor called name, or -1. */
 int st_find(const st_file *f, const char *name);
+
+/* Offset of the first byte of s[0, n) that is not valid UTF-8, or n. */
+size_t st_utf8_invalid_at(const unsigned char *s, size_t n);
 
 /* Reads exactly n bytes at byte off of the file (not of the data section);
  * `what` names them in the error message. */

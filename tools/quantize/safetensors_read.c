@@ -1,12 +1,35 @@
 /*
  * The safetensors reader of `ingot quantize`: opens IN, reads the 8-byte
- * header length and the JSON header (cJSON) and checks everything a reader
- * relies on: UTF-8, JSON, dtypes, shapes, offsets in range and covering the
- * data section exactly, byte lengths, unique names.
+ * header length and the JSON header and checks everything a reader relies
+ * on: UTF-8, strict JSON, dtypes, shapes, offsets in range and covering the
+ * data section exactly, byte lengths, unique names and keys.
  *
  * Trust: none in the file. Every length, count and offset comes from it and
  * is checked before use; the tensors' data bytes are only copied. What it
  * accepts may be used as it is by the planner and the writer.
+ *
+ * JSON in two passes. First a strict check of the raw header bytes
+ * (json_check below, which builds nothing), then cJSON builds the tree that
+ * the rest reads. cJSON alone is lenient where the reference reader
+ * (safetensors' serde_json) is not: it skips every byte <= 0x20 between
+ * tokens (NUL included), takes raw control bytes inside strings (a raw NUL
+ * cuts a C string short: another name), reads numbers with strtod (so -0,
+ * 1.000, 1e3 and 9007199254740993 pass as integers, the last one rounded)
+ * and keeps duplicate keys, answering lookups with the first. A file could
+ * then mean one thing here and another to other readers. The check accepts
+ * only RFC 8259 JSON within serde_json's rules: whitespace is space, tab,
+ * LF, CR; strings escape every control character and pair their \u
+ * surrogates; numbers follow the RFC grammar (no leading zeros, '+', bare
+ * '.' or 'e'); nesting is at most 128 deep (serde_json's limit, below
+ * cJSON's 1000). On that subset cJSON reads what serde_json reads. Where the
+ * format needs an integer (shape and data_offsets) the check also demands
+ * plain digits, at most 2^53, which strtod reads exactly. Duplicate keys are
+ * refused after cJSON: in the top level, __metadata__ and each tensor entry
+ * (sort + adjacent compare, O(n log n)). We keep cJSON for the tree rather
+ * than build one of our own: the planner and the writer use it (metadata is
+ * passed through), and a grammar check that builds nothing is less code to
+ * trust than a second parser. \u0000 is refused too (a C string cannot carry
+ * it).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -38,6 +61,7 @@ const st_dtype st_dtypes[] = {
     {"F6_E2M3", 6, INGOT_DTYPE_INVALID}, {"F6_E3M2", 6, INGOT_DTYPE_INVALID},
 };
 #define N_ST_DTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
+const int st_n_dtypes = N_ST_DTYPES;
 
 static int st_dtype_find(const char *name) {
   for (int i = 0; i < N_ST_DTYPES; i++)
@@ -74,8 +98,7 @@ int st_read_at(st_file *f, void *buf, size_t n, uint64_t off, const char *what) 
   return 0;
 }
 
-/* Offset of the first byte that is not valid UTF-8, or n. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
+size_t st_utf8_invalid_at(const unsigned char *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     unsigned c = s[i];
@@ -125,6 +148,424 @@ static void excerpt(const char *s, size_t n, size_t at, char out[48]) {
   out[k] = '\0';
 }
 
+/* ---- strict JSON (the first pass; see the top of the file) ----------------------------- */
+
+#define JSON_MAX_DEPTH 128 /* serde_json's recursion limit */
+
+typedef struct {
+  st_file *f;
+  const unsigned char *s;
+  size_t n;
+  int depth;
+} jcheck;
+
+/* What a value is to the reader: for the integer rule and the messages. */
+enum { J_ANY, J_TOP, J_ENTRY, J_INTS, J_INT };
+typedef struct {
+  int kind;          /* J_ENTRY: a tensor's entry; J_INTS: its shape or data_offsets;
+                        J_INT: an element of those */
+  size_t name_at;    /* J_ENTRY, J_INTS, J_INT: the opening quote of the tensor's name */
+  const char *field; /* J_INTS, J_INT: "shape" or "data_offsets" */
+  int index;         /* J_INT: the element's index */
+} jwhere;
+
+static const jwhere j_any = {J_ANY, 0, NULL, 0};
+
+static int j_is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int j_is_digit(unsigned c) { return c >= '0' && c <= '9'; }
+
+static int j_truncated(const jcheck *j) {
+  return st_fail(
+      j->f->err,
+      "%s: header: invalid JSON: it ends before the top-level object is complete (%zu bytes)",
+      j->f->path, j->n);
+}
+
+static int j_control(const jcheck *j, size_t at) {
+  return st_fail(j->f->err,
+                 "%s: header: control byte 0x%02x at byte %zu, outside a string (JSON allows only "
+                 "space, tab, line feed and carriage return between tokens)",
+                 j->f->path, (unsigned)j->s[at], at);
+}
+
+/* The generic syntax error at byte `at`. */
+static int j_syntax(const jcheck *j, size_t at) {
+  if (at >= j->n) return j_truncated(j);
+  if (j->s[at] < 0x20 && !j_is_ws(j->s[at])) return j_control(j, at);
+  char near[48];
+  excerpt((const char *)j->s, j->n, at, near);
+  return st_fail(j->f->err, "%s: header: invalid JSON at byte %zu of %zu (near \"%s\")",
+                 j->f->path, at, j->n, near);
+}
+
+/* Skips JSON whitespace; any other control byte is an error. */
+static int j_ws(const jcheck *j, size_t *pi) {
+  size_t i = *pi;
+  while (i < j->n && j->s[i] <= 0x20) {
+    if (!j_is_ws(j->s[i])) return j_control(j, i);
+    i++;
+  }
+  *pi = i;
+  return 0;
+}
+
+static int j_hex4(const jcheck *j, size_t at, unsigned *v) {
+  if (at > j->n || j->n - at < 4) return 0;
+  unsigned x = 0;
+  for (size_t k = 0; k < 4; k++) {
+    unsigned c = j->s[at + k], d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return 0;
+    x = x << 4 | d;
+  }
+  *v = x;
+  return 1;
+}
+
+/* The string at *pi (its opening quote); *pi moves past its closing quote. */
+static int j_string(const jcheck *j, size_t *pi) {
+  const char *path = j->f->path;
+  size_t i = *pi + 1;
+  for (;;) {
+    if (i >= j->n) return j_truncated(j);
+    unsigned c = j->s[i];
+    if (c == '"') break;
+    if (c < 0x20)
+      return st_fail(j->f->err,
+                     "%s: header: raw control character 0x%02x%s in a string at byte %zu (JSON "
+                     "strings must escape it)",
+                     path, c, c == 0 ? " (NUL)" : "", i);
+    if (c != '\\') {
+      i++;
+      continue;
+    }
+    if (i + 1 >= j->n) return j_truncated(j);
+    unsigned e = j->s[i + 1], v, w;
+    switch (e) {
+      case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+        i += 2;
+        continue;
+      case 'u':
+        break;
+      default: {
+        char near[48];
+        excerpt((const char *)j->s, j->n, i, near);
+        return st_fail(j->f->err, "%s: header: invalid escape at byte %zu (near \"%s\")", path, i,
+                       near);
+      }
+    }
+    if (!j_hex4(j, i + 2, &v)) {
+      if (j->n - i < 6) return j_truncated(j);
+      char near[48];
+      excerpt((const char *)j->s, j->n, i, near);
+      return st_fail(j->f->err,
+                     "%s: header: invalid \\u escape at byte %zu (near \"%s\"): four hex digits "
+                     "must follow",
+                     path, i, near);
+    }
+    if (v == 0)
+      return st_fail(j->f->err,
+                     "%s: header: a string holds a NUL character (\\u0000 at byte %zu), which "
+                     "ingot quantize cannot carry",
+                     path, i);
+    if (v >= 0xdc00 && v <= 0xdfff)
+      return st_fail(j->f->err,
+                     "%s: header: lone low surrogate \\u%04x at byte %zu (not a character; a "
+                     "surrogate pair is \\ud800-\\udbff then \\udc00-\\udfff)",
+                     path, v, i);
+    if (v >= 0xd800 && v <= 0xdbff) {
+      if (!(j->n - i >= 12 && j->s[i + 6] == '\\' && j->s[i + 7] == 'u' &&
+            j_hex4(j, i + 8, &w) && w >= 0xdc00 && w <= 0xdfff)) {
+        if (j->n - i < 12) return j_truncated(j);
+        return st_fail(j->f->err,
+                       "%s: header: lone high surrogate \\u%04x at byte %zu (not followed by a "
+                       "\\udc00-\\udfff escape)",
+                       path, v, i);
+      }
+      i += 12;
+    } else {
+      i += 6;
+    }
+  }
+  *pi = i + 1;
+  return 0;
+}
+
+/* Decodes the (checked) string whose opening quote is at `at`: writes at most
+ * cap bytes to out and returns the full length in bytes (UTF-8). */
+static size_t j_unescape(const unsigned char *s, size_t at, char *out, size_t cap) {
+  size_t len = 0;
+  for (size_t i = at + 1; s[i] != '"';) {
+    unsigned char buf[4];
+    size_t nb = 1;
+    if (s[i] != '\\') {
+      buf[0] = s[i++];
+    } else {
+      unsigned e = s[i + 1];
+      i += 2;
+      switch (e) {
+        case 'b': buf[0] = '\b'; break;
+        case 'f': buf[0] = '\f'; break;
+        case 'n': buf[0] = '\n'; break;
+        case 'r': buf[0] = '\r'; break;
+        case 't': buf[0] = '\t'; break;
+        case 'u': {
+          uint32_t cp = 0;
+          for (int k = 0; k < 4; k++) {
+            unsigned c = s[i + (size_t)k];
+            cp = cp << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+          }
+          i += 4;
+          if (cp >= 0xd800 && cp <= 0xdbff) { /* the check saw the low half follow */
+            uint32_t lo = 0;
+            for (int k = 0; k < 4; k++) {
+              unsigned c = s[i + 2 + (size_t)k];
+              lo = lo << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+            }
+            i += 6;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+          }
+          if (cp < 0x80) {
+            buf[0] = (unsigned char)cp;
+          } else if (cp < 0x800) {
+            buf[0] = (unsigned char)(0xc0 | cp >> 6), buf[1] = (unsigned char)(0x80 | (cp & 0x3f));
+            nb = 2;
+          } else if (cp < 0x10000) {
+            buf[0] = (unsigned char)(0xe0 | cp >> 12);
+            buf[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+            buf[2] = (unsigned char)(0x80 | (cp & 0x3f));
+            nb = 3;
+          } else {
+            buf[0] = (unsigned char)(0xf0 | cp >> 18);
+            buf[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+            buf[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+            buf[3] = (unsigned char)(0x80 | (cp & 0x3f));
+            nb = 4;
+          }
+          break;
+        }
+        default: buf[0] = (unsigned char)e; break; /* " \ / */
+      }
+    }
+    for (size_t k = 0; k < nb; k++, len++)
+      if (len < cap) out[len] = (char)buf[k];
+  }
+  return len;
+}
+
+/* Whether the (checked) string at `at` decodes to `want`. */
+static int j_key_is(const jcheck *j, size_t at, const char *want) {
+  char buf[16];
+  size_t len = j_unescape(j->s, at, buf, sizeof buf), wl = strlen(want);
+  return len == wl && memcmp(buf, want, wl) == 0;
+}
+
+/* The integer rule broken by the number at [start, end) of tensor w->name_at. */
+static int j_not_integer(const jcheck *j, const jwhere *w, size_t start, size_t end,
+                         const char *why) {
+  size_t len = j_unescape(j->s, w->name_at, NULL, 0);
+  char *name = malloc(len + 1);
+  char text[48];
+  size_t k = end - start < 40 ? end - start : 40;
+  memcpy(text, j->s + start, k);
+  text[k] = '\0';
+  if (name != NULL) {
+    j_unescape(j->s, w->name_at, name, len);
+    name[len] = '\0';
+  }
+  int rc = st_fail(j->f->err, "%s: tensor '%s': %s[%d] is %s%s (\"%s\" at byte %zu)", j->f->path,
+                   name != NULL ? name : "?", w->field, w->index, why,
+                   end - start > 40 ? "..." : "", text, start);
+  free(name);
+  return rc;
+}
+
+/* The number at *pi, by the RFC 8259 grammar; for J_INT also the integer rule. */
+static int j_number(const jcheck *j, size_t *pi, const jwhere *w) {
+  const unsigned char *s = j->s;
+  size_t n = j->n, i = *pi, start = i;
+  int plain = 1;
+  const char *bad = NULL;
+  if (s[i] == '-') {
+    plain = 0;
+    i++;
+  }
+  if (i < n && s[i] == '0') {
+    i++;
+    if (i < n && j_is_digit(s[i])) bad = "a leading zero";
+  } else if (i < n && j_is_digit(s[i])) {
+    while (i < n && j_is_digit(s[i])) i++;
+  } else {
+    bad = s[start] == '-' ? "no digit after '-'" : "a number starts with '-' or a digit";
+  }
+  if (bad == NULL && i < n && s[i] == '.') {
+    plain = 0;
+    i++;
+    if (i >= n || !j_is_digit(s[i])) bad = "no digit after the decimal point";
+    while (i < n && j_is_digit(s[i])) i++;
+  }
+  if (bad == NULL && i < n && (s[i] == 'e' || s[i] == 'E')) {
+    plain = 0;
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    if (i >= n || !j_is_digit(s[i])) bad = "no digit in the exponent";
+    while (i < n && j_is_digit(s[i])) i++;
+  }
+  if (bad != NULL) {
+    if (i >= n) return j_truncated(j);
+    char text[48];
+    size_t k = 0;
+    for (size_t p = start; p < n && k < 40; p++, k++) {
+      unsigned c = s[p];
+      if (!(j_is_digit(c) || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E')) break;
+      text[k] = (char)c;
+    }
+    text[k] = '\0';
+    return st_fail(j->f->err, "%s: header: invalid JSON number \"%s\" at byte %zu (%s)",
+                   j->f->path, text, start, bad);
+  }
+  if (w->kind == J_INT) {
+    if (!plain)
+      return j_not_integer(j, w, start, i, "not a plain non-negative integer");
+    uint64_t v = 0;
+    for (size_t p = start; p < i; p++)
+      if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, s[p] - '0', &v) ||
+          v > (uint64_t)1 << 53)
+        return j_not_integer(j, w, start, i,
+                             "over 2^53 (the largest integer every JSON reader holds exactly)");
+  }
+  *pi = i;
+  return 0;
+}
+
+static int j_value(jcheck *j, size_t *pi, const jwhere *w);
+
+/* The object at *pi; w: J_TOP, J_ENTRY or J_ANY. */
+static int j_object(jcheck *j, size_t *pi, const jwhere *w) {
+  const unsigned char *s = j->s;
+  size_t i = *pi + 1;
+  if (++j->depth > JSON_MAX_DEPTH)
+    return st_fail(j->f->err, "%s: header: JSON nested deeper than %d levels (byte %zu)",
+                   j->f->path, JSON_MAX_DEPTH, *pi);
+  if (j_ws(j, &i)) return -1;
+  if (i < j->n && s[i] == '}') {
+    i++;
+  } else {
+    for (;;) {
+      if (i >= j->n || s[i] != '"') return j_syntax(j, i);
+      size_t key_at = i;
+      if (j_string(j, &i) || j_ws(j, &i)) return -1;
+      if (i >= j->n || s[i] != ':') return j_syntax(j, i);
+      i++;
+      if (j_ws(j, &i)) return -1;
+      jwhere cw = j_any;
+      if (w->kind == J_TOP && !j_key_is(j, key_at, "__metadata__")) {
+        cw.kind = J_ENTRY;
+        cw.name_at = key_at;
+      } else if (w->kind == J_ENTRY) {
+        cw.field = j_key_is(j, key_at, "shape")          ? "shape"
+                   : j_key_is(j, key_at, "data_offsets") ? "data_offsets"
+                                                         : NULL;
+        if (cw.field != NULL) {
+          cw.kind = J_INTS;
+          cw.name_at = w->name_at;
+        }
+      }
+      if (j_value(j, &i, &cw) || j_ws(j, &i)) return -1;
+      if (i < j->n && s[i] == ',') {
+        i++;
+        if (j_ws(j, &i)) return -1;
+        continue;
+      }
+      if (i < j->n && s[i] == '}') {
+        i++;
+        break;
+      }
+      return j_syntax(j, i);
+    }
+  }
+  j->depth--;
+  *pi = i;
+  return 0;
+}
+
+/* The array at *pi; w: J_INTS (elements J_INT) or J_ANY. */
+static int j_array(jcheck *j, size_t *pi, const jwhere *w) {
+  const unsigned char *s = j->s;
+  size_t i = *pi + 1;
+  if (++j->depth > JSON_MAX_DEPTH)
+    return st_fail(j->f->err, "%s: header: JSON nested deeper than %d levels (byte %zu)",
+                   j->f->path, JSON_MAX_DEPTH, *pi);
+  if (j_ws(j, &i)) return -1;
+  if (i < j->n && s[i] == ']') {
+    i++;
+  } else {
+    for (int index = 0;; index = index < INT32_MAX ? index + 1 : index) {
+      jwhere cw = j_any;
+      if (w->kind == J_INTS) {
+        cw = *w;
+        cw.kind = J_INT;
+        cw.index = index;
+      }
+      if (j_value(j, &i, &cw) || j_ws(j, &i)) return -1;
+      if (i < j->n && s[i] == ',') {
+        i++;
+        if (j_ws(j, &i)) return -1;
+        continue;
+      }
+      if (i < j->n && s[i] == ']') {
+        i++;
+        break;
+      }
+      return j_syntax(j, i);
+    }
+  }
+  j->depth--;
+  *pi = i;
+  return 0;
+}
+
+/* The value at *pi (not whitespace); *pi moves past it. */
+static int j_value(jcheck *j, size_t *pi, const jwhere *w) {
+  size_t i = *pi;
+  if (i >= j->n) return j_truncated(j);
+  unsigned c = j->s[i];
+  if (c == '{') return j_object(j, pi, w->kind == J_TOP || w->kind == J_ENTRY ? w : &j_any);
+  if (c == '[') return j_array(j, pi, w->kind == J_INTS ? w : &j_any);
+  if (c == '"') return j_string(j, pi);
+  if (c == '-' || c == '+' || c == '.' || j_is_digit(c))
+    return j_number(j, pi, w->kind == J_INT ? w : &j_any);
+  const char *lit = c == 't' ? "true" : c == 'f' ? "false" : c == 'n' ? "null" : NULL;
+  if (lit == NULL) return j_syntax(j, i);
+  for (size_t k = 0; lit[k] != '\0'; k++)
+    if (i + k >= j->n || j->s[i + k] != (unsigned char)lit[k]) return j_syntax(j, i + k);
+  *pi = i + strlen(lit);
+  return 0;
+}
+
+/* The whole header, strictly: one JSON value and whitespace. */
+static int json_check(st_file *f, size_t hn) {
+  jcheck j = {f, (const unsigned char *)f->header, hn, 0};
+  size_t i = 0;
+  static const jwhere top = {J_TOP, 0, NULL, 0};
+  if (j_ws(&j, &i)) return -1;
+  if (j_value(&j, &i, &top) || j_ws(&j, &i)) return -1;
+  if (i < hn) {
+    char near[48];
+    excerpt(f->header, hn, i, near);
+    return st_fail(f->err,
+                   "%s: header: unexpected bytes after the JSON object at byte %zu (\"%s\")",
+                   f->path, i, near);
+  }
+  return 0;
+}
+
 /* ---- checks --------------------------------------------------------------------------- */
 
 /* qsort has no context argument: the comparators read this. */
@@ -141,11 +582,38 @@ static int cmp_by_offset(const void *a, const void *b) {
   return 0;
 }
 
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that appears twice among the members of obj (*dup, NULL if none):
+ * sort + adjacent compare. -1 when out of memory. */
+static int duplicate_key(st_file *f, const cJSON *obj, const char **dup) {
+  size_t k = 0;
+  *dup = NULL;
+  for (const cJSON *e = obj->child; e != NULL; e = e->next) k++;
+  if (k < 2) return 0;
+  const char **keys = malloc(sizeof *keys * k);
+  if (keys == NULL) return st_fail(f->err, "out of memory");
+  k = 0;
+  for (const cJSON *e = obj->child; e != NULL; e = e->next) keys[k++] = e->string;
+  qsort(keys, k, sizeof *keys, cmp_cstr);
+  for (size_t i = 1; i < k && *dup == NULL; i++)
+    if (strcmp(keys[i], keys[i - 1]) == 0) *dup = keys[i];
+  free(keys);
+  return 0;
+}
+
 static int parse_tensor(st_file *f, const cJSON *item, st_tensor *t) {
   t->name = item->string;
   if (!cJSON_IsObject(item))
     return st_fail(f->err, "%s: tensor '%s': its header entry is not a JSON object", f->path,
                    t->name);
+  const char *dup;
+  if (duplicate_key(f, item, &dup)) return -1;
+  if (dup != NULL)
+    return st_fail(f->err, "%s: tensor '%s': field \"%s\" appears twice in its header entry",
+                   f->path, t->name, dup);
   const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
   const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
   const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
@@ -206,41 +674,22 @@ static int parse_metadata(st_file *f, const cJSON *m) {
   if (cJSON_IsNull(m)) return 0; /* readers take null for "no metadata" */
   if (!cJSON_IsObject(m))
     return st_fail(f->err, "%s: header: \"__metadata__\" is not a JSON object", f->path);
-  for (const cJSON *e = m->child; e != NULL; e = e->next) {
+  for (const cJSON *e = m->child; e != NULL; e = e->next)
     if (!cJSON_IsString(e))
       return st_fail(f->err,
                      "%s: header: __metadata__ entry '%s' is not a string (safetensors metadata "
                      "maps strings to strings)",
                      f->path, e->string);
-    for (const cJSON *g = m->child; g != e; g = g->next)
-      if (strcmp(g->string, e->string) == 0)
-        return st_fail(f->err, "%s: header: __metadata__ key '%s' appears twice", f->path,
-                       e->string);
-  }
+  const char *dup;
+  if (duplicate_key(f, m, &dup)) return -1;
+  if (dup != NULL)
+    return st_fail(f->err, "%s: header: __metadata__ key '%s' appears twice", f->path, dup);
   f->metadata = m;
   return 0;
 }
 
-int st_open(st_file *f, const char *path, st_error *err) {
-  f->path = path;
-  f->err = err;
-  f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) return st_fail(f->err, "%s: cannot open: %s", f->path, strerror(errno));
-  struct stat st;
-  if (fstat(f->fd, &st) != 0)
-    return st_fail(f->err, "%s: cannot stat: %s", f->path, strerror(errno));
-  if (!S_ISREG(st.st_mode)) return st_fail(f->err, "%s: not a regular file", f->path);
-  f->file_size = (uint64_t)st.st_size;
-
-  // ---- header length and header bytes
-  if (f->file_size < 8)
-    return st_fail(
-        f->err,
-        "%s: %" PRIu64
-        " bytes, too short for a safetensors file (it starts with an 8-byte header length)",
-        f->path, f->file_size);
-  unsigned char len8[8];
-  if (st_read_at(f, len8, 8, 0, "the header length")) return -1;
+/* The header length in len8, against the file's size: sets header_len and data_len. */
+static int check_length(st_file *f, const unsigned char len8[8]) {
   f->header_len = le64(len8);
   if (f->header_len > ST_MAX_HEADER_BYTES)
     return st_fail(f->err,
@@ -256,27 +705,29 @@ int st_open(st_file *f, const char *path, st_error *err) {
     return st_fail(f->err, "%s: header length %" PRIu64 " is too short for a JSON object",
                    f->path, f->header_len);
   f->data_len = f->file_size - 8 - f->header_len;
+  return 0;
+}
+
+static int too_short(st_file *f) {
+  return st_fail(
+      f->err,
+      "%s: %" PRIu64
+      " bytes, too short for a safetensors file (it starts with an 8-byte header length)",
+      f->path, f->file_size);
+}
+
+/* Everything after the bytes: f->header holds header_len bytes and a NUL,
+ * f->data_len is set. */
+static int parse_header(st_file *f) {
   size_t hn = (size_t)f->header_len;
-  f->header = malloc(hn + 1);
-  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", hn);
-  if (st_read_at(f, f->header, hn, 8, "the header")) return -1;
-  f->header[hn] = '\0';
 
   // ---- JSON
-  size_t bad = utf8_invalid_at((const unsigned char *)f->header, hn);
+  size_t bad = st_utf8_invalid_at((const unsigned char *)f->header, hn);
   if (bad < hn)
     return st_fail(f->err, "%s: header: not valid UTF-8 (byte %zu of %zu)", f->path, bad, hn);
-  // A \u0000 escape would end a name early (C strings): refuse rather than
-  // rename silently. Backslashes only occur in strings; skip escaped pairs.
-  for (size_t i = 0; i + 1 < hn; i++)
-    if (f->header[i] == '\\') {
-      if (i + 5 < hn && memcmp(f->header + i + 1, "u0000", 5) == 0)
-        return st_fail(f->err,
-                       "%s: header: a string holds a NUL character (\\u0000 at byte %zu), which "
-                       "ingot quantize cannot carry",
-                       f->path, i);
-      i++;
-    }
+  if (json_check(f, hn)) return -1;
+  // After json_check only cJSON's own limits fail here (memory; numbers of
+  // more than 63 characters, which no field the reader uses can have).
   const char *end = NULL;
   f->root = cJSON_ParseWithLengthOpts(f->header, hn, &end, 0);
   if (f->root == NULL) {
@@ -380,6 +831,64 @@ int st_open(st_file *f, const char *path, st_error *err) {
                    " (trailing bytes belong to no tensor)",
                    f->path, covered, f->data_len);
   return 0;
+}
+
+int st_open(st_file *f, const char *path, st_error *err) {
+  f->path = path;
+  f->err = err;
+  f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) return st_fail(f->err, "%s: cannot open: %s", f->path, strerror(errno));
+  struct stat st;
+  if (fstat(f->fd, &st) != 0)
+    return st_fail(f->err, "%s: cannot stat: %s", f->path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return st_fail(f->err, "%s: not a regular file", f->path);
+  f->file_size = (uint64_t)st.st_size;
+
+  // ---- header length and header bytes
+  if (f->file_size < 8) return too_short(f);
+  unsigned char len8[8];
+  if (st_read_at(f, len8, 8, 0, "the header length")) return -1;
+  if (check_length(f, len8)) return -1;
+  size_t hn = (size_t)f->header_len;
+  f->header = malloc(hn + 1);
+  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", hn);
+  if (st_read_at(f, f->header, hn, 8, "the header")) return -1;
+  f->header[hn] = '\0';
+  return parse_header(f);
+}
+
+int st_open_memory(st_file *f, const char *name, const void *bytes, size_t size, st_error *err) {
+  const unsigned char *b = bytes;
+  f->path = name;
+  f->err = err;
+  f->file_size = (uint64_t)size;
+  if (size < 8) return too_short(f);
+  if (check_length(f, b)) return -1;
+  size_t hn = (size_t)f->header_len;
+  f->header = malloc(hn + 1);
+  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", hn);
+  memcpy(f->header, b + 8, hn);
+  f->header[hn] = '\0';
+  return parse_header(f);
+}
+
+int st_parse_header(st_file *f, const char *name, const char *header, size_t header_len,
+                    uint64_t data_len, st_error *err) {
+  f->path = name;
+  f->err = err;
+  if (header_len > ST_MAX_HEADER_BYTES || data_len > UINT64_MAX - 8 - header_len)
+    return st_fail(f->err, "%s: header of %zu bytes over the limit", f->path, header_len);
+  f->header_len = header_len;
+  f->data_len = data_len;
+  f->file_size = 8 + header_len + data_len;
+  if (header_len < 2)
+    return st_fail(f->err, "%s: header length %zu is too short for a JSON object", f->path,
+                   header_len);
+  f->header = malloc(header_len + 1);
+  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", header_len);
+  memcpy(f->header, header, header_len);
+  f->header[header_len] = '\0';
+  return parse_header(f);
 }
 
 int st_find(const st_file *f, const char *name) {
