@@ -3,14 +3,18 @@
 #                (on the GPU when there is one, else on the CPU)
 #   make test    build and run every test: C tests and the examples (CTest),
 #                the CPU tests again under AddressSanitizer +
-#                UndefinedBehaviorSanitizer, the Python tests, and an install
-#                whose consumers build with CMake and pkg-config
+#                UndefinedBehaviorSanitizer, the Python tests, an install
+#                whose consumers build with CMake and pkg-config, and the fuzz
+#                targets for FUZZ_SECONDS each (with clang)
 # Everything is built here; nothing needs installing first except a C
 # compiler, CMake and Python 3 (nvcc is optional: without it the library is
 # CPU-only).
 
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
+BUILD_FUZZ  ?= build-fuzz
+FUZZ_CC     ?= clang
+FUZZ_SECONDS ?= 30
 BUILD_TYPE  ?= Release
 CMAKE_FLAGS ?=
 BENCH_ARGS  ?=
@@ -24,7 +28,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DINGOT_WERROR=ON
 endif
 
-.PHONY: all build bench test test-c test-asan test-python test-install python-env install clean
+.PHONY: all build bench test test-c test-asan test-python test-install test-fuzz python-env install clean
 
 all: build
 
@@ -40,7 +44,7 @@ COMMIT      := $(shell git describe --always --dirty 2>/dev/null || echo unknown
 bench: build
 	$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS)
 
-test: test-c test-asan test-python test-install
+test: test-c test-asan test-python test-install test-fuzz
 
 test-c: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -53,6 +57,28 @@ test-asan:
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+# The libFuzzer targets of tests/fuzz, FUZZ_SECONDS each, in a clang tree
+# (CUDA off, ASan + UBSan). Skipped, with a message, where $(FUZZ_CC) or its
+# libFuzzer runtime is missing; test-c and test-asan replay the corpora anyway.
+test-fuzz:
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	  echo "test-fuzz: SKIPPED: no $(FUZZ_CC) here (libFuzzer needs clang with compiler-rt;"; \
+	  echo "test-fuzz: the corpora are still replayed by test-c and test-asan)"; \
+	  exit 0; \
+	fi; \
+	mkdir -p $(BUILD_FUZZ); \
+	cmake -S . -B $(BUILD_FUZZ) $(GENERATOR) -DCMAKE_C_COMPILER=$(FUZZ_CC) \
+	  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-O1 -DINGOT_CUDA=OFF -DINGOT_BUILD_TOOLS=OFF \
+	  -DINGOT_FUZZ=ON -DINGOT_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) \
+	  >$(BUILD_FUZZ)/configure.log 2>&1 || { cat $(BUILD_FUZZ)/configure.log; exit 1; }; \
+	if ! grep -q '^INGOT_HAVE_LIBFUZZER:INTERNAL=1' $(BUILD_FUZZ)/CMakeCache.txt; then \
+	  echo "test-fuzz: SKIPPED: $(FUZZ_CC) cannot link -fsanitize=fuzzer (install its libFuzzer"; \
+	  echo "test-fuzz: runtime: Debian/Ubuntu libclang-rt-dev); see $(BUILD_FUZZ)/configure.log"; \
+	  exit 0; \
+	fi; \
+	cmake --build $(BUILD_FUZZ) --target ingot_fuzz_targets -j $(JOBS) && \
+	ctest --test-dir $(BUILD_FUZZ) -L fuzz-run --output-on-failure -j $(JOBS)
 
 # Install into a temporary prefix; build consumers with find_package and pkg-config.
 test-install: build
@@ -75,4 +101,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
