@@ -45,7 +45,7 @@ static double e4m3_value(int code) {
 static int e4m3_nearest(float p) {
   if (isinf(p) || p >= 448.0f) return 0x7e;
   int best = 0;
-  double best_d = INFINITY;
+  double best_d = (double)INFINITY;
   for (int c = 0; c <= 0x7e; c++) {
     double d = fabs(e4m3_value(c) - (double)p);
     if (d < best_d || (d == best_d && (c & 1) == 0)) best = c, best_d = d;
@@ -61,7 +61,7 @@ static int e2m1_nearest(float y) {
   double a = fabs((double)y);
   if (a >= 6.0) return sign | 7;
   int best = 0;
-  double best_d = INFINITY;
+  double best_d = (double)INFINITY;
   for (int i = 0; i < 8; i++) {
     double d = fabs(kE2m1[i] - a);
     if (d < best_d || (d == best_d && (i & 1) == 0)) best = i, best_d = d;
@@ -665,7 +665,7 @@ static int test_round_trip_bound(void) {
         if (!(pv >= ldexpf(1.0f, -6) && pv <= 448.0f)) continue;
         double sf = e4m3_value(p.scales[spec_offset(r, k, cols)]);
         for (int i = 0; i < 16; i++) {
-          double x = m.f[r * cols + k * 16 + i], q = out[r * cols + k * 16 + i];
+          double x = (double)m.f[r * cols + k * 16 + i], q = (double)out[r * cols + k * 16 + i];
           double bound = (fabs(x) / 4 + sf / (4.0 * (double)gs)) * (1.0 + ldexp(1.0, -20));
           double err = fabs(q - x);
           if (err / bound > worst) worst = err / bound;

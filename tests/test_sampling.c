@@ -150,7 +150,7 @@ static void lb_set(logits_buf *lb, int64_t r, int64_t i, float v) {
     ((uint16_t *)lb->data)[at] = h;
     exact = bits_f((uint32_t)h << 16);
   } else {
-    double g = v;
+    double g = (double)v;
     if (isfinite(g)) {
       g = nearbyint(g * 64.0) / 64.0;
       if (g > 2047.0 / 64.0) g = 2047.0 / 64.0;
@@ -819,7 +819,7 @@ static void random_row(logits_buf *lb, int64_t r, uint32_t *words, int masks) {
   for (int64_t i = 0; i < V; i++) {
     double v = rand_normal() * scale;
     if (grid) v = nearbyint(v * 2.0) / 2.0;
-    if (masks && test_rand_unit() < 0.1) v = -INFINITY;
+    if (masks && test_rand_unit() < 0.1) v = -(double)INFINITY;
     lb_set(lb, r, i, (float)v);
   }
   int64_t W = (V + 31) / 32;

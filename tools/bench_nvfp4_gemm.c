@@ -387,7 +387,7 @@ static int gemm_check(bench_env *env, void *state) {
         uint32_t gb = (uint32_t)got[ia[i] * n + ib[j]] << 16;
         float g;
         memcpy(&g, &gb, 4);
-        double w = bf16_round(want[i * rb + j]);
+        double w = (double)bf16_round(want[i * rb + j]);
         num += ((double)g - w) * ((double)g - w), den += w * w;
       }
     if (!r && !(sqrt(num / den) < 1e-3))

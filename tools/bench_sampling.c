@@ -248,7 +248,7 @@ static int close_all(bench_env *env, const char *what, const float *got, const f
                      int64_t n) {
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++) {
-    double g = got[i], w = want[i];
+    double g = (double)got[i], w = (double)want[i];
     if (g == w) continue;
     if (fabs(g - w) <= 2e-6 * (1e-30 + fabs(w)) || (w == 0 && g == 0)) continue;
     if (first < 0) first = i;

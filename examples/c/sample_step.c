@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     VERIFY(allowed_bit(mask, r, tok), "row %d: token %d is not allowed by the mask", r, tok);
 
     /* The raw distribution softmax(x / T'), T' = T or 1 for greedy. */
-    double t = temperature[r] > 0.0f ? (double)temperature[r] : 1.0, max = -INFINITY, sum = 0.0;
+    double t = temperature[r] > 0.0f ? (double)temperature[r] : 1.0, max = -(double)INFINITY, sum = 0.0;
     int rank = 0; /* tokens before tok in rank order */
     for (int i = 0; i < V; i++) {
       if ((double)x[i] > max) max = (double)x[i];
