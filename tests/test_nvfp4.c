@@ -813,7 +813,9 @@ static int test_gate_up(void) {
 static int test_invalid(void) {
   enum { R = 5, C = 32 };
   float x[R * C], gs = 1.0f, out[R * C];
-  uint8_t values[R * C / 2], scales[128 * 4], lin[R * 2];
+  /* values has room past its R x C/2 bytes, so that a tensor laid over it (below) overlaps
+   * values alone, whatever the compiler puts next to it */
+  uint8_t values[R * C / 2 + 128 * 4], scales[128 * 4], lin[R * 2];
   uint32_t count = 0;
   for (int i = 0; i < R * C; i++) x[i] = (float)i;
   memset(values, 0x11, sizeof values);
