@@ -779,6 +779,8 @@ static void print_header(const bench_env *env, const char *date, const char *not
            env->bw_device * 1e-9);
     printf("timing : CPU TIMINGS: median wall clock of one call on the CPU backend; these "
            "are not GPU numbers\n");
+    printf("check  : the CPU backend against the CPU reference, i.e. against itself: these "
+           "rows check the harness and the cases, not a GPU kernel\n");
   } else {
     printf("device : %s, %d SMs, cc %d.%d, L2 %.0f MiB, %.1f GiB; %s\n", env->device_name,
            env->sm_count, env->cc_major, env->cc_minor, (double)env->l2_bytes / 1048576.0,
