@@ -446,6 +446,24 @@ static int j_number(const jcheck *j, size_t *pi, const jwhere *w) {
 
 static int j_value(jcheck *j, size_t *pi, const jwhere *w);
 
+/* After an object member or array element (whitespace skipped): 1 past a ','
+ * and the whitespace after it (another one follows), 0 past `close`, -1 on
+ * a syntax error. */
+static int j_after_element(const jcheck *j, size_t *pi, unsigned char close) {
+  size_t i = *pi;
+  if (i < j->n && j->s[i] == ',') {
+    i++;
+    if (j_ws(j, &i)) return -1;
+    *pi = i;
+    return 1;
+  }
+  if (i < j->n && j->s[i] == close) {
+    *pi = i + 1;
+    return 0;
+  }
+  return j_syntax(j, i);
+}
+
 /* The object at *pi; w: J_TOP, J_ENTRY or J_ANY. */
 static int j_object(jcheck *j, size_t *pi, const jwhere *w) {
   const unsigned char *s = j->s;
@@ -478,16 +496,9 @@ static int j_object(jcheck *j, size_t *pi, const jwhere *w) {
         }
       }
       if (j_value(j, &i, &cw) || j_ws(j, &i)) return -1;
-      if (i < j->n && s[i] == ',') {
-        i++;
-        if (j_ws(j, &i)) return -1;
-        continue;
-      }
-      if (i < j->n && s[i] == '}') {
-        i++;
-        break;
-      }
-      return j_syntax(j, i);
+      const int more = j_after_element(j, &i, '}');
+      if (more < 0) return -1;
+      if (!more) break;
     }
   }
   j->depth--;
@@ -514,16 +525,9 @@ static int j_array(jcheck *j, size_t *pi, const jwhere *w) {
         cw.index = index;
       }
       if (j_value(j, &i, &cw) || j_ws(j, &i)) return -1;
-      if (i < j->n && s[i] == ',') {
-        i++;
-        if (j_ws(j, &i)) return -1;
-        continue;
-      }
-      if (i < j->n && s[i] == ']') {
-        i++;
-        break;
-      }
-      return j_syntax(j, i);
+      const int more = j_after_element(j, &i, ']');
+      if (more < 0) return -1;
+      if (!more) break;
     }
   }
   j->depth--;
