@@ -6,7 +6,7 @@
  *                  fast-path division (the test kernels of
  *                  tests/cuda/nvfp4_epilogue_kernels.cu) bit for bit against the CPU's
  *                  ingot_gelu_tanh and IEEE division, 2^22 inputs each.
- *   gemm_grid      M in {1, 17, 128, 784, 968} x K in {64, 2048, 16384} x
+ *   gemm_grid      M in {1, 12, 17, 40, 128, 300, 784, 968} x K in {64, 2048, 16384} x
  *                  N in {64, 2048, 32768}, F32 out; relative L2 < 1e-5 over
  *                  the whole output where M*N*K is small, else over a sample
  *                  (a few rows incl. the first and last, 64 columns incl. the
@@ -240,12 +240,13 @@ static int check_gemm_shape(mat *a, mat *b, const float *got_full, const char *w
 }
 
 static int test_gemm_grid(void) {
-  static const int64_t ms_full[] = {1, 17, 128, 784, 968}, ks_full[] = {64, 2048, 16384},
+  /* M picks the Hopper path's A tile (8, 16, 32, 64, 128, 256 rows): every size */
+  static const int64_t ms_full[] = {1, 12, 17, 40, 128, 300, 784, 968}, ks_full[] = {64, 2048, 16384},
                        ns_full[] = {64, 2048, 32768};
   static const int64_t ms_small[] = {1, 17, 130}, ks_small[] = {64, 128}, ns_small[] = {64, 320};
   const int64_t *ms = small_only ? ms_small : ms_full, *ks = small_only ? ks_small : ks_full,
                 *ns = small_only ? ns_small : ns_full;
-  const int nm = small_only ? 3 : 5, nk = small_only ? 2 : 3, nn = 2 + !small_only;
+  const int nm = small_only ? 3 : 8, nk = small_only ? 2 : 3, nn = 2 + !small_only;
   worst_rel_l2 = 0;
   int cases = 0;
   for (int ik = 0; ik < nk; ik++)
@@ -500,6 +501,8 @@ static int test_geglu(void) {
   r |= geglu_case(1, 32, 64, 0, &st);     /* H/16 = 2: two padding scale columns */
   r |= geglu_case(17, 96, 128, 0, &st);   /* 2H = 192: a partial N tile */
   r |= geglu_case(130, 160, 256, 0, &st); /* two row tiles, partial */
+  r |= geglu_case(9, 96, 128, 0, &st);    /* 16-row tiles (Hopper), scale rows 9..127 */
+  r |= geglu_case(40, 64, 192, 0, &st);   /* 64-row tiles, 3 K-tiles */
   if (!small_only) {
     r |= geglu_case(200, 1024, 2048, 0, &st);
     r |= geglu_case(968, 16384, 2048, 12, &st); /* pi0.5 shape, 12 rows compared */

@@ -9,7 +9,7 @@
  *   gemm  down     [M, 16384] x [2048, 16384]^T -> bf16 [M, 2048]
  *   cublas_bf16    the same two GEMMs in bf16 (cublasGemmEx, TN, fp32
  *                  compute, bf16 out), when the tool is built with cuBLAS
- * for M in {1, 16, 784, 816, 880, 968}.
+ * for M in {1, 16, 64, 128, 256, 784, 816, 880, 968}.
  *
  * Inputs: random value bytes (every E2M1 code), random block scales in
  * [0x28, 0x48] (E4M3 0.25 .. 4), global scales 4 and sqrt(605 K) / 6, so that
@@ -433,7 +433,7 @@ static const bench_ops gemm_ops = {gemm_setup, gemm_run, gemm_check, NULL};
 /* ---- registration ------------------------------------------------------------------------------ */
 
 void bench_nvfp4_gemm_register(bench_registry *reg) {
-  static const int64_t ms[] = {1, 16, 784, 816, 880, 968};
+  static const int64_t ms[] = {1, 16, 64, 128, 256, 784, 816, 880, 968};
   char name[160];
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
     const int64_t m = ms[i];

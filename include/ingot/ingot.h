@@ -578,9 +578,10 @@ INGOT_API ingot_status ingot_nvfp4_quantize_gate_up(ingot_context_t ctx,
  * successful no-op that writes nothing (its workspace size is 0); the
  * tensors are still checked. Anything else is rejected before launch with
  * INVALID_ARGUMENT naming the value; there is no hidden fallback. CUDA
- * needs compute capability 8.0 or newer (bf16 tensor cores; NVFP4 operands
- * are decoded in the kernel with their block scales folded in, never into a
- * dequantized copy in memory) and, for its tiles, 102-200 KB of shared
+ * needs compute capability 8.0 or newer (bf16 tensor cores; the weight B is
+ * decoded in the kernel with its block scales folded in, never into a
+ * dequantized copy in memory; on Hopper A is first decoded once into bf16
+ * in the workspace, M x K x 2 bytes) and, for its tiles, 102-200 KB of shared
  * memory per block (A100, H100, H200 have it); other devices (older ones,
  * and cc 8.6 / 8.9 GPUs with ~100 KB) get NOT_SUPPORTED before anything
  * is enqueued. Dimensions beyond 2^31 are NOT_SUPPORTED on CUDA.

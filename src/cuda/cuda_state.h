@@ -23,6 +23,7 @@ typedef struct ingot_cuda_state {
   uint32_t *device_errors;       /* one device word of INGOT_DEVICE_ERROR_* bits */
   uint32_t *device_errors_taken; /* where the check reads the word out */
   int smem_optin;                /* shared memory a block may opt in to (bytes) */
+  int nvfp4_sm90;                /* the NVFP4 GEMM runs its Hopper path (sm_90a code) */
   ingot_cuda_sampling_state sampling;
 } ingot_cuda_state;
 

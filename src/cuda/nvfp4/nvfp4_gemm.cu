@@ -4,7 +4,10 @@
  * + GeGLU MLP"; the epilogue arithmetic is common/nvfp4_ref.h, shared with
  * the CPU reference).
  *
- * One kernel, nvfp4_gemm_kernel<kEpi, kAsync, BN>, main loop + epilogue:
+ * On an sm_90a device with the kernels' sm_90a code, operands laid out for
+ * vector loads go to the Hopper path (nvfp4_gemm_sm90.cu: the weight decoded
+ * into wgmma's register operand); everything else to this file's kernel,
+ * nvfp4_gemm_kernel<kEpi, kAsync, BN>, main loop + epilogue:
  *
  *   CTA tile 128 (M) x BN (N, 256 or 128) x 64 (K), 256 threads = 8 warps.
  *   sm_90a: two warpgroups, each wgmma m64nBNk16 on 64 rows (asynchronous,
@@ -44,8 +47,8 @@
  *   g+8 and columns 2t, 2t+1 of each 16x8 tile, from the warp's origin
  *   acc_row0 / acc_col0). wgmma's m64nNk16 accumulator has exactly that
  *   ownership per warp, so the mma.sync and wgmma main loops share the
- *   epilogues unchanged; another main loop (e.g. TMA + warp-specialized
- *   wgmma) can replace them the same way.
+ *   epilogues unchanged. The epilogue arithmetic (nvfp4_gemm_common.cuh) is
+ *   the Hopper path's too.
  *
  *   Epilogues (kEpi):
  *     kEpiGemm   d = (acc * 2^14) * alpha, alpha = 1 / (gsA * gsB) computed on
@@ -77,16 +80,14 @@
  * The library is built with -fmad=false; every float operation of the
  * epilogues is an explicit _rn intrinsic (through common/numeric.h).
  */
-#include <cuda_bf16.h>
+#include <algorithm>
 
-#include "common/nvfp4_ref.h"
-#include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
-#include "cuda/nvfp4/nvfp4_epilogue_math.cuh"
+#include "cuda/nvfp4/nvfp4_gemm_common.cuh"
 
 namespace {
 
-using namespace ingot_nvfp4; // the epilogue math (nvfp4_epilogue_math.cuh)
+using namespace ingot_nvfp4; // params, decode, epilogue math (nvfp4_gemm_common.cuh)
 
 // ---- tile geometry -----------------------------------------------------------------
 
@@ -96,13 +97,6 @@ constexpr int kStages = 4;
 static_assert(kThreads == 256, "one thread per entry of the 256-entry scale table");
 
 enum { kEpiGemm = 0, kEpiGeglu = 1 };
-
-// Main loop: wgmma where the device code is built for sm_90a, mma.sync elsewhere.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define INGOT_NVFP4_WGMMA 1
-#else
-#define INGOT_NVFP4_WGMMA 0
-#endif
 
 template <int BN>
 struct Cfg {
@@ -150,40 +144,9 @@ int smem_bytes(int bn, int cc_major) {
   return kStages * pack + bufs * tile + 1024 + 1024;
 }
 
-struct GemmParams {
-  const uint8_t *a_val, *a_sf, *b_val, *b_sf;
-  int64_t a_stride, b_stride;       // bytes between value rows
-  int64_t a_sf_block, b_sf_block;   // bytes of scales per 128 rows (scale_cols * 128)
-  const float *gs_a, *gs_b;
-  int m, n, k;
-  int k_tiles_per_split;
-  int splits;
-  // GEMM output
-  void *d;
-  int64_t d_stride; // elements
-  int d_bf16;
-  int d_vec; // 1: 8-byte (f32) / 4-byte (bf16) pair stores are aligned
-  float *ws;
-  unsigned *counters;
-  // GeGLU output
-  uint8_t *h_val, *h_sf;
-  int64_t h_stride;   // bytes
-  int64_t h_sf_cols;  // padded scale columns of h
-  int h_vec;          // 1: 8-byte aligned h value blocks
-  const float *gs_h;
-};
 
 // ---- small PTX helpers ---------------------------------------------------------------
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ __attribute__((unused)) void ldmatrix_x4(uint32_t addr, uint32_t &r0, uint32_t &r1,
                                             uint32_t &r2, uint32_t &r3) {
@@ -201,12 +164,6 @@ __device__ __forceinline__ __attribute__((unused)) void mma_bf16(float c[4], con
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// a * b (+ -0.0) on bf16x2, one rounding (exact here)
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
-}
 
 #if INGOT_NVFP4_WGMMA
 // D (64 x 256 per warpgroup, fp32) += A (64 x 16) * B (256 x 16)^T, both from shared
@@ -296,55 +253,10 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 8][4], uint64_t da, u
     wgmma_m64n128k16(d, da, db);
 }
 
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle (8 rows x 128 B atoms,
-// 1024 B apart), start address 16-byte units; LBO unused for this layout.
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr) {
-  return static_cast<uint64_t>((saddr & 0x3ffffu) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait1() {
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
-// Generic-proxy shared-memory writes (the decode) made visible to the async proxy (wgmma).
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// Keeps the compiler from moving accumulator accesses across wgmma issue / wait.
-template <class A>
-__device__ __forceinline__ void fence_acc(A &acc) {
-  float *f = &acc[0][0][0];
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(A) / sizeof(float)); i++)
-    asm volatile("" : "+f"(f[i])::"memory");
-}
 #endif
 
 // ---- decode -------------------------------------------------------------------------
 
-// bf16x2 of (sf * 2^119), exact (E4M3 has 3 mantissa bits; 448 * 2^119 < 2^128).
-// A NaN byte gives a NaN.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint8_t sf) {
-  const float s = ingot_fmul_rn(ingot_e4m3_to_f32(sf), 6.64613997892457936451903530140172288e35f);
-  const uint32_t h = __float_as_uint(s) >> 16;
-  return h | (h << 16);
-}
-
-// 8 nibbles of x -> 4 bf16x2 words of e2m1 * 2^-126 (pairs (0,4) (1,5) (2,6) (3,7)),
-// each multiplied by s2.
-__device__ __forceinline__ void decode8(uint32_t x, uint32_t s2, uint32_t w[4]) {
-  const uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
-  w[0] = bf16x2_mul(((x << 6) & kMag) | ((x << 12) & kSign), s2);
-  w[1] = bf16x2_mul(((x << 2) & kMag) | ((x << 8) & kSign), s2);
-  w[2] = bf16x2_mul(((x >> 2) & kMag) | ((x << 4) & kSign), s2);
-  w[3] = bf16x2_mul(((x >> 6) & kMag) | (x & kSign), s2);
-}
 
 // ---- the CTA's main loop -------------------------------------------------------------
 
@@ -554,17 +466,6 @@ __device__ __forceinline__ void main_loop(const GemmParams &p, const Tile &t, ui
 
 // ---- epilogues -------------------------------------------------------------------------
 
-// alpha = 1 / (gsA * gsB); NaN when either global scale is unusable (not
-// finite or not > 0), the header's rule, as on the CPU.
-__device__ __forceinline__ float alpha_of(const GemmParams &p) {
-  const float ga = *p.gs_a, gb = *p.gs_b;
-  if (!ingot_nvfp4_gs_valid(ga) || !ingot_nvfp4_gs_valid(gb))
-    return ingot_bits_f32(INGOT_NVFP4_CANONICAL_NAN);
-  return ingot_fdiv_rn(1.0f, ingot_fmul_rn(ga, gb));
-}
-
-// The accumulator carries 2^-14 (two decoded operands of 2^-7 each).
-__device__ __forceinline__ float unscale(float acc) { return ingot_fmul_rn(acc, 16384.0f); }
 
 // Split-K: writes this CTA's partial, returns true in the CTA that finishes the
 // tile, with acc replaced by the sum of all partials in split order.
@@ -609,28 +510,6 @@ __device__ __forceinline__ bool splitk_reduce(const GemmParams &p, typename Cfg<
   return true;
 }
 
-__device__ __forceinline__ void store_pair(const GemmParams &p, int row, int col, float v0,
-                                           float v1) {
-  if (p.d_bf16) {
-    uint16_t *d = static_cast<uint16_t *>(p.d) + static_cast<int64_t>(row) * p.d_stride + col;
-    const uint16_t h0 = ingot_f32_to_bf16(v0), h1 = ingot_f32_to_bf16(v1);
-    if (p.d_vec) {
-      *reinterpret_cast<uint32_t *>(d) = static_cast<uint32_t>(h0) | (static_cast<uint32_t>(h1) << 16);
-    } else {
-      d[0] = h0, d[1] = h1;
-    }
-  } else {
-    // NaN as the canonical 0x7FC00000, like the CPU backend
-    if (!(v0 == v0)) v0 = __uint_as_float(INGOT_NVFP4_CANONICAL_NAN);
-    if (!(v1 == v1)) v1 = __uint_as_float(INGOT_NVFP4_CANONICAL_NAN);
-    float *d = static_cast<float *>(p.d) + static_cast<int64_t>(row) * p.d_stride + col;
-    if (p.d_vec) {
-      *reinterpret_cast<float2 *>(d) = make_float2(v0, v1);
-    } else {
-      d[0] = v0, d[1] = v1;
-    }
-  }
-}
 
 template <int BN>
 __device__ __forceinline__ void epilogue_gemm(const GemmParams &p, const Tile &t,
@@ -656,33 +535,6 @@ __device__ __forceinline__ void epilogue_gemm(const GemmParams &p, const Tile &t
     }
 }
 
-// |x| if finite, else 0 (the block amax ignores NaN / Inf)
-__device__ __forceinline__ float finite_abs(float x) {
-  return ingot_f32_finite(x) ? fabsf(x) : 0.0f;
-}
-
-// E4M3 conversions, identical to ingot_f32_to_e4m3_sat (p >= 0, not NaN) and
-// ingot_e4m3_to_f32; the hardware converts on sm_89+ (as in nvfp4.cu).
-__device__ __forceinline__ uint8_t e4m3_from_f32(float p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(p));
-  return static_cast<uint8_t>(r & 0xffu);
-#else
-  return ingot_f32_to_e4m3_sat(p);
-#endif
-}
-__device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned int h2;
-  float f;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(v)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h2 & 0xffffu)));
-  return f;
-#else
-  return ingot_e4m3_to_f32(v);
-#endif
-}
 
 // GeGLU epilogue. The accumulator goes through shared memory (the pipeline buffers are
 // free by then): fp32 [128][BN + 4], so that one thread owns a whole h block (16 gate/up
@@ -723,60 +575,8 @@ __device__ __forceinline__ void epilogue_geglu(const GemmParams &p, const Tile &
     const int b = (threadIdx.x >> 7) + 2 * k; // h block within the tile
     const int hb = (t.n0 >> 5) + b;           // h block column
     if (t.n0 + 32 * b >= p.n) break;          // uniform: N % 64 == 0
-    float gv[16], uv[16];
-    const float4 *src = reinterpret_cast<const float4 *>(stage + r * kStride + 32 * b);
-#pragma unroll
-    for (int v = 0; v < 8; v++) {
-      float4 x = src[v];
-      if (!row_ok) x = make_float4(0.0f, 0.0f, 0.0f, 0.0f); // rows >= M: never stored
-      gv[2 * v] = ingot_fmul_rn(unscale(x.x), alpha), uv[2 * v] = ingot_fmul_rn(unscale(x.y), alpha);
-      gv[2 * v + 1] = ingot_fmul_rn(unscale(x.z), alpha);
-      uv[2 * v + 1] = ingot_fmul_rn(unscale(x.w), alpha);
-    }
-    // h = gelu(g) * u: branch-free unless some |y| > 69 in the warp (the branch is
-    // warp-uniform and outside the 16 independent chains)
-    bool fast = true;
-#pragma unroll
-    for (int e = 0; e < 16; e++) fast = fast && gelu_fast_ok(gelu_y(gv[e]));
-    float h[16];
-    if (__all_sync(0xffffffffu, fast)) {
-#pragma unroll
-      for (int e = 0; e < 16; e++) h[e] = ingot_fmul_rn(gelu_fast(gv[e], gelu_y(gv[e])), uv[e]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 16; e++) h[e] = ingot_fmul_rn(ingot_gelu_tanh(gv[e]), uv[e]);
-    }
-    // the block: ingot_nvfp4_ref_block with gs
-    float amax = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 16; e++) amax = fmaxf(amax, finite_abs(h[e]));
-    // sf = E4M3(gs * (amax / 6)), r = gs / sf: fast-path divisions when amax is 0 or in
-    // [2^-100, 2^100] and gs in [2^-60, 2^60] for the whole warp, the reference otherwise
-    const bool nice = gs_nice && (amax == 0.0f || (amax >= 0x1p-100f && amax <= 0x1p100f));
-    uint8_t sf;
-    float rr;
-    if (__all_sync(0xffffffffu, nice)) {
-      sf = e4m3_from_f32(ingot_fmul_rn(gs, fdiv_fast(amax, 6.0f)));
-      rr = fdiv_fast(gs, e4m3_to_f32(sf ? sf : 0x38)); // unused when sf == 0
-    } else {
-      sf = ingot_nvfp4_block_scale(gs, amax);
-      rr = sf ? ingot_fdiv_rn(gs, ingot_e4m3_to_f32(sf)) : 0.0f;
-    }
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int e = 0; e < 16; e++)
-      w[e >> 3] |= static_cast<uint32_t>(ingot_f32_to_e2m1(ingot_fmul_rn(h[e], rr))) << (4 * (e & 7));
-    if (sf == 0) w[0] = w[1] = 0u;
-    if (row_ok) {
-      uint8_t *dst = p.h_val + static_cast<int64_t>(row) * p.h_stride + hb * 8;
-      if (p.h_vec) {
-        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
-      }
-    }
-    p.h_sf[ingot_nvfp4_swizzle_offset(row, hb, p.h_sf_cols)] = row_ok ? sf : 0;
+    geglu_block(p, reinterpret_cast<const float4 *>(stage + r * kStride + 32 * b), row, row_ok,
+                true, hb, alpha, gs, gs_nice);
   }
   // padding scale columns (h blocks h_blocks .. h_sf_cols-1) of this CTA's 128 rows
   if (t.n0 + BN >= p.n) {
@@ -949,6 +749,7 @@ extern "C" void ingot_cuda_nvfp4_gemm_init(struct ingot_context *ctx) {
   set_smem_limit<kEpiGemm, 128>(ctx);
   set_smem_limit<kEpiGemm, 256>(ctx);
   set_smem_limit<kEpiGeglu, 128>(ctx);
+  sm90_init(ctx);
 }
 
 ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int64_t m, int64_t n,
@@ -960,6 +761,8 @@ ingot_status ingot_cuda_nvfp4_gemm_workspace_size(struct ingot_context *ctx, int
    * take); make_plan's int tile counts would not hold such a shape. */
   if (!in_int_range(m, n, k)) return INGOT_STATUS_SUCCESS;
   *bytes = make_plan(ctx, m, n, k, false).ws_bytes;
+  /* the Hopper path where it runs; the sm_80 kernel takes operands it cannot read */
+  if (sm90_usable(ctx)) *bytes = std::max(*bytes, sm90_plan(ctx, m, n, k, false).ws_bytes);
   return INGOT_STATUS_SUCCESS;
 }
 
@@ -974,6 +777,18 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   GemmParams p = {};
   fill_operands(p, a, b);
+  p.d = d.data;
+  p.d_stride = d.stride;
+  p.d_bf16 = d.dtype == INGOT_DTYPE_BF16;
+  const int esize = p.d_bf16 ? 2 : 4;
+  p.d_vec = (reinterpret_cast<uintptr_t>(d.data) % (2 * esize)) == 0 && (d.stride % 2) == 0;
+  if (sm90_usable(ctx) && sm90_aligned(a, b)) {
+    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
+    if (workspace_bytes < sp.ws_bytes)
+      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
+                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
+    return sm90_launch(ctx, op, p, sp, false, workspace, stream);
+  }
   const Plan pl = make_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
   if ((st = check_smem(ctx, op, pl.bn))) return st;
   if (workspace_bytes < pl.ws_bytes)
@@ -981,11 +796,6 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
                            "workspace_bytes: %zu, need %zu", workspace_bytes, pl.ws_bytes);
   p.k_tiles_per_split = pl.k_tiles_per_split;
   p.splits = pl.splits;
-  p.d = d.data;
-  p.d_stride = d.stride;
-  p.d_bf16 = d.dtype == INGOT_DTYPE_BF16;
-  const int esize = p.d_bf16 ? 2 : 4;
-  p.d_vec = (reinterpret_cast<uintptr_t>(d.data) % (2 * esize)) == 0 && (d.stride % 2) == 0;
   if (pl.splits > 1) {
     const size_t partials = pl.ws_bytes - ((static_cast<size_t>(pl.m_tiles) * pl.n_tiles *
                                             sizeof(unsigned) + 255) & ~size_t(255));
@@ -1001,8 +811,10 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
 
 ingot_status ingot_cuda_nvfp4_geglu_workspace_size(struct ingot_context *ctx, int64_t m,
                                                    int64_t hidden, int64_t k, size_t *bytes) {
-  (void)ctx, (void)m, (void)hidden, (void)k;
   *bytes = 0;
+  /* the sm_80 kernel needs none; the Hopper path its decoded x */
+  if (m > 0 && sm90_usable(ctx) && in_int_range(m, 2 * hidden, k))
+    *bytes = sm90_plan(ctx, m, 2 * hidden, k, true).ws_bytes;
   return INGOT_STATUS_SUCCESS;
 }
 
@@ -1011,7 +823,6 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
                                     const float *h_global_scale, void *workspace,
                                     size_t workspace_bytes, cudaStream_t stream) {
   static const char op[] = "ingot_nvfp4_geglu";
-  (void)workspace, (void)workspace_bytes;
   ingot_status st = check_arch(ctx, op);
   if (st) return st;
   if ((st = check_int_range(ctx, op, a->m.rows, w->m.rows, a->m.cols))) return st;
@@ -1019,15 +830,22 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
   INGOT_CUDA_TRY(ctx, op, guard.enter(ctx->device));
   GemmParams p = {};
   fill_operands(p, a, w);
-  const Plan pl = make_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true); // BN = 128
-  if ((st = check_smem(ctx, op, 128))) return st;
-  p.k_tiles_per_split = pl.k_tiles_per_split;
-  p.splits = 1;
   p.h_val = h->values;
   p.h_stride = h->values_stride;
   p.h_sf = h->scales;
   p.h_sf_cols = h->scale_cols;
   p.h_vec = (reinterpret_cast<uintptr_t>(h->values) & 7u) == 0 && (h->values_stride & 7) == 0;
   p.gs_h = h_global_scale;
+  if (sm90_usable(ctx) && sm90_aligned(a, w)) {
+    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true);
+    if (workspace_bytes < sp.ws_bytes)
+      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
+                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
+    return sm90_launch(ctx, op, p, sp, true, workspace, stream);
+  }
+  const Plan pl = make_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true); // BN = 128
+  if ((st = check_smem(ctx, op, 128))) return st;
+  p.k_tiles_per_split = pl.k_tiles_per_split;
+  p.splits = 1;
   return launch_bn<kEpiGeglu, 128>(ctx, op, p, pl, operands_aligned(a, w), stream);
 }
