@@ -16,15 +16,16 @@
  *   nvfp4_sm90_kernel<NX, kEpi>  CTA tile 128 rows of B x NX rows of A (NX =
  *                 8 ... 256 by M, wgmma m64nNXk16), 256 threads = two
  *                 warpgroups of 64 rows of B each. Per K-tile of 64:
- *                 - the bf16 A tile [NX][64] comes through a cp.async ring of
- *                   kStages buffers (128-byte rows, 16-byte chunks XOR-swizzled
- *                   by row & 7: the layout of wgmma's 128-byte swizzle);
- *                 - each thread holds, four K-tiles ahead in registers, the 8
- *                   value bytes and the scale byte of one 16-element block of
- *                   each of its two weight rows (g, g + 8 of its warp's 16),
- *                   straight from global memory (8-byte loads, no shared
- *                   memory);
- *                 - it decodes them (nvfp4_gemm_common.cuh's decode8: shifts,
+ *                 - the bf16 A tile [NX][64] (128-byte rows, 16-byte chunks
+ *                   XOR-swizzled by row & 7: the layout of wgmma's 128-byte
+ *                   swizzle) and B's packed values [128][32] and scales (one
+ *                   512-byte chunk) come through a cp.async ring of kStages
+ *                   buffers, kStages - 2 K-tiles ahead (5 to 12 by NX: deep
+ *                   enough at small M to keep HBM busy);
+ *                 - each thread takes the 8 value bytes and the scale byte of
+ *                   one 16-element block of each of its two weight rows (g,
+ *                   g + 8 of its warp's 16) from the ring and decodes them
+ *                   (nvfp4_gemm_common.cuh's decode8: shifts,
  *                   masks and one bf16x2 multiply by the block scale) into the
  *                   four k16 A fragments of the K-tile and issues four wgmma
  *                   with A from registers, then waits for the previous
@@ -52,15 +53,18 @@ namespace {
 
 constexpr int kThreads = 256;   // two warpgroups
 constexpr int kRowsB = 128;     // rows of B (output columns) a CTA: 64 a warpgroup
-constexpr int kUnroll = 4;      // K-tiles a loop step; K-tiles of B held ahead in registers
+constexpr int kUnroll = 2;      // K-tiles a loop step: the two A fragment sets alternate
 constexpr int kStride = kRowsB + 4; // epilogue staging floats a row of A (conflict-free)
 enum { kEpiGemm = 0, kEpiGeglu = 1 };
 
 template <int NX>
 struct Cfg {
   static_assert(NX == 8 || NX == 16 || NX == 32 || NX == 64 || NX == 128 || NX == 256, "NX");
-  static constexpr int kStages = NX >= 256 ? 5 : NX >= 128 ? 6 : 8; // A tiles in flight + 2
-  static constexpr int kStageBytes = NX * 128;
+  // a stage: the bf16 A tile [NX][64], then B's packed values [128][32] and its 512 scale
+  // bytes, padded to 1 KiB (the next A tile stays 1024-byte aligned)
+  static constexpr int kStages = NX >= 256 ? 5 : NX >= 64 ? 8 : 12; // K-tiles in flight + 2
+  static constexpr int kTileA = NX * 128;
+  static constexpr int kStageBytes = kTileA + 5120;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kStagingBytes = NX * kStride * 4;
   static constexpr int kLut = kPipeBytes > kStagingBytes ? kPipeBytes : kStagingBytes;
@@ -246,12 +250,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[1][4], const uint32_t (&a)[4
 }
 #endif
 
-// A thread's two weight rows for one K-tile: 8 value bytes and the scale byte of each.
-struct WeightRegs {
-  uint2 v[2];
-  uint32_t sf[2];
-};
-
 template <int NX, int kEpi>
 __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kernel(const GemmParams p) {
 #if INGOT_NVFP4_WGMMA
@@ -268,29 +266,23 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kern
   const int kt_end = min(kt0 + p.k_tiles_per_split, k_tiles);
   const int steps = (kt_end - kt0 + kUnroll - 1) / kUnroll;
 
-  // this thread's weight rows: g and g + 8 of its warp's 16; its block t of each K-tile
-  const int wrow = n0 + (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
-  const uint8_t *wv[2], *wsf[2];
-  bool wok[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int r = wrow + 8 * h;
-    wok[h] = r < p.n;
-    const int rr = wok[h] ? r : 0;
-    wv[h] = p.b_val + static_cast<int64_t>(rr) * p.b_stride + 8 * t;
-    wsf[h] = p.b_sf + static_cast<int64_t>(rr >> 7) * p.b_sf_block + (rr & 31) * 16 + ((rr >> 5) & 3) * 4 + t;
-  }
-  auto load_w = [&](WeightRegs &w, int kt) {
+  // B's packed K-tile kt into ring buffer `slot`: one 16-byte chunk of values a thread
+  // (zeros for rows >= N or beyond the K range), and the 512-byte scale chunk of the 128
+  // rows (it exists for every row: the scale buffer is padded to 128 rows)
+  const uint8_t *wsrc = p.b_val + static_cast<int64_t>(min(n0 + (tid >> 1), p.n - 1)) * p.b_stride + (tid & 1) * 16;
+  const bool w_row_ok = n0 + (tid >> 1) < p.n;
+  const uint8_t *sfsrc = p.b_sf + static_cast<int64_t>(n0 >> 7) * p.b_sf_block + (tid & 31) * 16;
+  auto load_w = [&](int slot, int kt) {
+    uint8_t *dst = smem + slot * C::kStageBytes + C::kTileA;
     const bool in = kt < kt_end;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      w.v[h] = make_uint2(0u, 0u), w.sf[h] = 0u;
-      if (in && wok[h]) {
-        w.v[h] = __ldg(reinterpret_cast<const uint2 *>(wv[h] + static_cast<int64_t>(kt) * 32));
-        w.sf[h] = __ldg(wsf[h] + static_cast<int64_t>(kt) * 512);
-      }
-    }
+    cp_async16(smem_u32(dst + tid * 16), wsrc + static_cast<int64_t>(in ? kt : 0) * 32,
+               in && w_row_ok ? 16 : 0);
+    if (tid < 32)
+      cp_async16(smem_u32(dst + 4096 + tid * 16), sfsrc + static_cast<int64_t>(in ? kt : 0) * 512,
+                 in ? 16 : 0);
   };
+  // this thread's weight rows in the tile: g and g + 8 of its warp's 16; block t of each
+  const int wr0 = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
   // the bf16 A tile of K-tile kt into ring buffer `slot` (zeros beyond M or the K range)
   auto load_a = [&](int slot, int kt) {
     uint8_t *dst = smem + slot * C::kStageBytes;
@@ -313,9 +305,8 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kern
   for (int j = 0; j < NX / 8; j++)
 #pragma unroll
     for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
-  WeightRegs wr[kUnroll];
 #pragma unroll
-  for (int j = 0; j < kUnroll; j++) load_w(wr[j], kt0 + j);
+  for (int s = 0; s < C::kStages - 2; s++) load_w(s, kt0 + s);
   // the decoded A is written by the previous grid (programmatic dependent launch)
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #pragma unroll
@@ -335,18 +326,21 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kern
       int next = slot + C::kStages - 2;
       if (next >= C::kStages) next -= C::kStages;
       load_a(next, kt + C::kStages - 2); // into the buffer of kt - 2
+      load_w(next, kt + C::kStages - 2);
       cp_async_commit();
       uint32_t(&a)[4][4] = frag[j & 1]; // last read by the wgmma of kt - 2
+      const uint8_t *wt = smem + slot * C::kStageBytes + C::kTileA;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
+        const int r = wr0 + 8 * h;
+        const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
+        const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
         uint32_t w[8];
-        const uint32_t s2 = lut[wr[j].sf[h]];
-        decode8(wr[j].v[h].x, s2, w);
-        decode8(wr[j].v[h].y, s2, w + 4);
+        decode8(v.x, s2, w);
+        decode8(v.y, s2, w + 4);
 #pragma unroll
         for (int s = 0; s < 4; s++) a[s][h] = w[2 * s], a[s][2 + h] = w[2 * s + 1];
       }
-      load_w(wr[j], kt + kUnroll);
       const uint64_t db = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
       wgmma_fence();
 #pragma unroll
@@ -483,9 +477,9 @@ bool sm90_aligned(const ingot_nvfp4_operand *a, const ingot_nvfp4_operand *b) {
   const auto al = [](const void *q, unsigned bytes) {
     return (reinterpret_cast<uintptr_t>(q) & (bytes - 1)) == 0;
   };
-  // A: 16-byte loads of values and 4-byte loads of scales; B: 8-byte value loads
+  // A: 16-byte loads of values and 4-byte loads of scales; B: 16-byte cp.async
   return al(a->m.values, 16) && a->m.values_stride % 16 == 0 && al(a->m.scales, 4) &&
-         al(b->m.values, 8) && b->m.values_stride % 8 == 0;
+         al(b->m.values, 16) && b->m.values_stride % 16 == 0 && al(b->m.scales, 16);
 }
 
 template <int NX>
