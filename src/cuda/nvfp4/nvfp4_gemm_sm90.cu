@@ -300,11 +300,16 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kern
     }
   };
 
-  typename C::Acc acc;
+  // small tiles: the k16 steps alternate between two accumulators, so that a K-tile's
+  // wgmma are two dependent chains of 2, not one of 4 (summed in a fixed order at the end)
+  constexpr int kChains = NX <= 64 ? 2 : 1;
+  typename C::Acc accs[kChains];
 #pragma unroll
-  for (int j = 0; j < NX / 8; j++)
+  for (int c = 0; c < kChains; c++)
 #pragma unroll
-    for (int q = 0; q < 4; q++) acc[j][q] = 0.0f;
+    for (int j = 0; j < NX / 8; j++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) accs[c][j][q] = 0.0f;
 #pragma unroll
   for (int s = 0; s < C::kStages - 2; s++) load_w(s, kt0 + s);
   // the decoded A is written by the previous grid (programmatic dependent launch)
@@ -344,15 +349,22 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kern
       const uint64_t db = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
       wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; s++) wgmma_rs(acc, a[s], db + 2 * s);
+      for (int s = 0; s < 4; s++) wgmma_rs(accs[s % kChains], a[s], db + 2 * s);
       wgmma_commit();
       wgmma_wait1();
       slot = slot + 1 == C::kStages ? 0 : slot + 1;
     }
   }
   wgmma_wait0();
-  fence_acc(acc);
+  fence_acc(accs);
   cp_async_wait<0>();
+  typename C::Acc &acc = accs[0];
+  if constexpr (kChains == 2) {
+#pragma unroll
+    for (int j = 0; j < NX / 8; j++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) acc[j][q] = ingot_fadd_rn(acc[j][q], accs[1][j][q]);
+  }
 
   // ---- epilogue: stage the accumulator as fp32 [NX rows of A][128 rows of B] ----
   float *stage = reinterpret_cast<float *>(smem);
