@@ -16,6 +16,29 @@
 
 namespace ingot_nvfp4 {
 
+// E4M3 conversions, identical to ingot_f32_to_e4m3_sat (p >= 0 or +Inf, never NaN) and
+// ingot_e4m3_to_f32; the hardware converts on sm_89+.
+__device__ __forceinline__ uint8_t e4m3_from_f32(float p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(p));
+  return static_cast<uint8_t>(r & 0xffu);
+#else
+  return ingot_f32_to_e4m3_sat(p);
+#endif
+}
+__device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned int h2;
+  float f;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(v)));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h2 & 0xffffu)));
+  return f; // E4M3 -> f16 -> f32: exact
+#else
+  return ingot_e4m3_to_f32(v);
+#endif
+}
+
 // y of ingot_gelu_tanh(g): 2 sqrt(2/pi) (g + 0.044715 g^3), the same operations.
 __device__ __forceinline__ float gelu_y(float g) {
   const float g3 = ingot_fmul_rn(ingot_fmul_rn(g, g), g);

@@ -161,28 +161,6 @@ __device__ __forceinline__ float finite_abs(float x) {
   return ingot_f32_finite(x) ? fabsf(x) : 0.0f;
 }
 
-// E4M3 conversions, identical to ingot_f32_to_e4m3_sat (p >= 0, not NaN) and
-// ingot_e4m3_to_f32; the hardware converts on sm_89+ (as in nvfp4.cu).
-__device__ __forceinline__ uint8_t e4m3_from_f32(float p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(p));
-  return static_cast<uint8_t>(r & 0xffu);
-#else
-  return ingot_f32_to_e4m3_sat(p);
-#endif
-}
-__device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned int h2;
-  float f;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(v)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h2 & 0xffffu)));
-  return f;
-#else
-  return ingot_e4m3_to_f32(v);
-#endif
-}
 
 // One h block of the GeGLU epilogue: src holds the 16 (gate, up) accumulator pairs of
 // output row `row`, h block column hb; h = gelu_tanh(g) * u with the CPU's operations

@@ -56,6 +56,7 @@
 #include "common/nvfp4_ref.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.cuh"
+#include "cuda/nvfp4/nvfp4_epilogue_math.cuh"
 
 namespace {
 
@@ -168,27 +169,9 @@ __device__ __forceinline__ uint32_t block_abs_max_bits(const uint32_t *w) {
   }
 }
 
-// E4M3 conversions, identical to ingot_f32_to_e4m3_sat (for p >= 0 or +Inf,
-// never NaN here) and ingot_e4m3_to_f32; the hardware converts on sm_89+.
-__device__ __forceinline__ uint8_t e4m3_from_f32(float p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(p));
-  return static_cast<uint8_t>(r & 0xffu);
-#else
-  return ingot_f32_to_e4m3_sat(p);
-#endif
-}
-
-__device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned int h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(v)));
-  return Elem<INGOT_DTYPE_F16>::to_f32(h2 & 0xffffu); // E4M3 -> f16 -> f32: exact
-#else
-  return ingot_e4m3_to_f32(v);
-#endif
-}
+// E4M3 conversions: nvfp4_epilogue_math.cuh (hardware on sm_89+)
+using ingot_nvfp4::e4m3_from_f32;
+using ingot_nvfp4::e4m3_to_f32;
 
 __device__ __forceinline__ float load_any(const char *row, ingot_dtype dtype, int64_t i) {
   return ingot_nvfp4_load(row, dtype, i);
