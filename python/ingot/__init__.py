@@ -3,10 +3,15 @@ reference beside it. A thin ctypes binding of libingot.so; the C header
 ingot/ingot.h is the manual.
 
     import ingot, torch
-    ctx = ingot.Context("cuda", 0)
     cfg = ingot.NgramConfig.derive(248320, 3, 8, 20000000, boundary_token=eos_id)
-    out = ingot.ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0)
-    ingot.ngram_commit_context(ctx, cfg, ids, cu_seqlens, context)
+    out = ingot.ngram_embed(cfg, ids, cu_seqlens, context, table, scale=1.0)
+    ingot.ngram_commit_context(cfg, ids, cu_seqlens, context)
+    tokens = ingot.sample(logits, top_k=50, top_p=0.9, temperature=0.7, seed=seeds)
+
+Each op runs on the context of its arrays' device (``default_context``:
+one per device, made on first use) unless given ``ctx=`` (or an
+ingot.Context first, the older form). ``ingot.torch`` (imported on first
+use) has the ops as PyTorch custom ops, for torch.compile and CUDA graphs.
 
 Errors raise IngotError (with the library's text and status). Arrays: torch
 tensors (CPU/CUDA), numpy arrays, DLPack / array-interface objects; see
@@ -23,6 +28,7 @@ from ._core import (
     IngotError,
     Status,
     backend_available,
+    default_context,
     last_error,
     status_name,
     status_string,
@@ -83,8 +89,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Context", "DType", "FLAG_FORCE_REFERENCE", "IngotError", "NgramConfig", "Status",
-    "backend_available", "ingot_ngram_config", "ingot_tensor", "last_error", "lib",
-    "library_path", "ngram_commit_context", "ngram_embed", "ngram_gather", "ngram_row_ids",
+    "backend_available", "default_context", "ingot_ngram_config", "ingot_nvfp4_matrix",
+    "ingot_tensor", "last_error", "lib", "library_path", "ngram_commit_context", "ngram_embed",
+    "ngram_gather", "ngram_row_ids",
     "reinterpret", "status_name", "status_string", "version", "version_number",
     # NVFP4
     "E2M1_VALUES", "NVFP4_BLOCK", "NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE", "NVFP4_SCALE_COLS",
@@ -99,3 +106,13 @@ __all__ = [
     "sample_workspace_size", "sampling_exp", "sampling_gumbel", "sampling_log",
     "sampling_softmax", "sampling_softmax_workspace_size", "sampling_uniform",
 ]
+
+
+def __getattr__(name):
+    """``ingot.torch`` is imported on first use, so that importing ingot
+    never imports torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'ingot' has no attribute {name!r}")

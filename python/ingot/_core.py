@@ -3,6 +3,7 @@
 import ctypes
 import enum
 import sys
+import threading
 
 from ._lib import lib
 
@@ -119,13 +120,17 @@ class Context:
     ``Context("cuda", device)`` runs the kernels on that GPU, enqueued on the
     current torch stream of ``device`` (or an explicit ``stream=``). Use it as
     a context manager, or call :meth:`close`; it is also freed when collected.
-    A context may be shared between threads but not used by two at once.
+    Ops take their context from their arrays' device when none is passed
+    (:func:`default_context`). A context may be shared between threads: the
+    binding lets one call at a time into it.
     """
 
     def __init__(self, backend="cpu", device=0):
         handle = ctypes.c_void_p()
         check(lib.ingot_context_create(_backend_value(backend), int(device), ctypes.byref(handle)))
         self._handle = handle.value
+        self._lock = threading.Lock()  # the C library: one call at a time per context
+        self._shared = False  # a default context: never closed
         self.backend = backend.lower()
         self.device = int(device)
 
@@ -156,10 +161,16 @@ class Context:
         input it could only check on the device (e.g. a bad cu_seqlens on the
         CUDA backend); clears the record. Not during CUDA-graph capture.
         A no-op on CPU contexts."""
-        check(lib.ingot_context_check_device_errors(self.handle, self._stream(stream)), self.handle)
+        stream = self._stream(stream)
+        with self._lock:
+            check(lib.ingot_context_check_device_errors(self.handle, stream), self.handle)
 
     def close(self):
-        """Frees the context (idempotent). Synchronise the streams first."""
+        """Frees the context (idempotent). Synchronise the streams first.
+        Does nothing on a :func:`default_context`, which lives as long as
+        the process (CUDA graphs may have captured it)."""
+        if getattr(self, "_shared", False):
+            return
         handle, self._handle = getattr(self, "_handle", None), None
         if handle is not None:
             lib.ingot_context_destroy(handle)
@@ -178,7 +189,8 @@ class Context:
 
     def __repr__(self):
         state = "closed" if self.closed else f"flags={self.flags:#x}"
-        return f"ingot.Context({self.backend!r}, device={self.device}, {state})"
+        shared = ", default" if self._shared else ""
+        return f"ingot.Context({self.backend!r}, device={self.device}, {state}{shared})"
 
     def _stream(self, stream):
         """The ``cudaStream_t`` (int or None) for a call on this context.
@@ -205,3 +217,52 @@ class Context:
 
 
 FLAG_FORCE_REFERENCE = 1 << 0
+
+
+# ---- default contexts ----------------------------------------------------------------------
+
+_default_contexts = {}
+_default_contexts_lock = threading.Lock()
+
+
+def device_key(device):
+    """("cpu", 0) or ("cuda", index) from "cpu", "cuda", "cuda:1", a
+    torch.device or a (type, index) pair; "cuda" without an index is torch's
+    current CUDA device (0 without torch)."""
+    if isinstance(device, tuple) and len(device) == 2:
+        kind, index = device
+    elif isinstance(device, str):
+        kind, _, index = device.partition(":")
+        index = int(index) if index else None
+    elif hasattr(device, "type") and hasattr(device, "index"):  # torch.device
+        kind, index = device.type, device.index
+    else:
+        raise TypeError(f"device: {device!r}, expected 'cpu', 'cuda', 'cuda:N' or a torch.device")
+    kind = str(kind).lower()
+    if kind not in _BACKENDS:
+        raise ValueError(f"device: {device!r}, ingot runs on 'cpu' and 'cuda' devices")
+    if kind == "cpu":
+        return ("cpu", 0)
+    if index is None:
+        torch = sys.modules.get("torch")
+        cuda = torch is not None and torch.cuda.is_available()
+        index = torch.cuda.current_device() if cuda else 0
+    return ("cuda", int(index))
+
+
+def default_context(device="cpu"):
+    """The context ops use when they are given none: one per device
+    ("cpu", "cuda", "cuda:1", a torch.device), created on first use
+    (thread-safe) and kept for the life of the process (``close()`` does
+    nothing on it). Pass it to the workspace queries, or call its
+    ``check_device_errors()``."""
+    key = device_key(device)
+    ctx = _default_contexts.get(key)
+    if ctx is None:
+        with _default_contexts_lock:
+            ctx = _default_contexts.get(key)
+            if ctx is None:
+                ctx = Context(*key)
+                ctx._shared = True
+                _default_contexts[key] = ctx
+    return ctx

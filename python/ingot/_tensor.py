@@ -25,7 +25,7 @@ import functools
 import operator
 import sys
 
-from ._core import Context, DType, IngotError, Status, last_error
+from ._core import Context, DType, IngotError, Status, default_context, last_error
 from ._lib import TENSOR_MAX_DIMS, ingot_tensor
 
 
@@ -244,6 +244,11 @@ def _from_dlpack(name, obj, stream):
     return Described(obj, t, "other", (kind, int(dl.device.device_id)), keepalive=capsule)
 
 
+def _not_an_array(name, obj):
+    return TypeError(f"{name}: {type(obj).__name__} is not an array (pass a torch tensor, "
+                     "a numpy array, or an object with __dlpack__ or an array interface)")
+
+
 def describe(obj, name, stream=None, writable=False):
     """An ``ingot_tensor`` for ``obj`` (see the module docstring). ``name``
     is the argument's name for error texts; ``stream`` is the consumer stream
@@ -266,8 +271,7 @@ def describe(obj, name, stream=None, writable=False):
     elif hasattr(obj, "__dlpack__"):
         d = _from_dlpack(name, obj, stream)
     else:
-        raise TypeError(f"{name}: {type(obj).__name__} is not an array (pass a torch tensor, "
-                        "a numpy array, or an object with __dlpack__ or an array interface)")
+        raise _not_an_array(name, obj)
     if override is not None:
         own = DType(d.tensor.dtype)
         if own.itemsize != override.itemsize:
@@ -338,8 +342,6 @@ def dtype_arg(name, value):
 
 # ---- the context argument ---------------------------------------------------------------------
 
-_MISSING = object()
-
 
 def _describe_value(value):
     """What a wrong argument is, for error texts: "None", "an int",
@@ -355,30 +357,92 @@ def _describe_value(value):
     return f"{article} {name}"
 
 
-def takes_context(fn):
-    """Decorator of the ops and queries, whose first parameter is the
-    Context: anything else there (None, or an array because the context was
-    left out) is a TypeError that names the context, raised before Python
-    binds the other arguments (so a call without the context does not report
-    the last array as missing)."""
-    code = fn.__code__
-    names = code.co_varnames[:code.co_argcount]
-    required = names[:len(names) - len(fn.__defaults__ or ())]
-    more = len(required) < len(names) or code.co_kwonlyargcount > 0
-    signature = f"{fn.__name__}({', '.join(required)}{', ...' if more else ''})"
+def optional_context(legacy_defaults=None):
+    """Decorator of the ops and queries, whose ``ctx=None`` is keyword-only:
+    callers may also put an ingot.Context first, the older form (its calls
+    then also get ``legacy_defaults``, keywords that keep what such calls
+    returned before, unless given). A None first argument, or a Context in
+    another position, is a TypeError that names the parameters."""
 
-    @functools.wraps(fn)
-    def op(*args, **kwargs):
-        ctx = args[0] if args else kwargs.get("ctx", _MISSING)
-        if type(ctx) is not Context and not isinstance(ctx, Context):
-            if ctx is _MISSING:
-                raise TypeError(f"{signature}: missing the first argument, ctx (an ingot.Context)")
-            hint = "" if ctx is None else " (is the context missing?)"
-            raise TypeError(f"{signature}: the first argument, ctx, must be an ingot.Context; "
-                            f"got {_describe_value(ctx)}{hint}")
-        return fn(*args, **kwargs)
+    def wrap(fn):
+        code = fn.__code__
+        first = code.co_varnames[0]
+        signature = f"{fn.__name__}({first}, ...)"
 
-    return op
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if args:
+                head = args[0]
+                if isinstance(head, Context):
+                    if "ctx" in kwargs:
+                        raise TypeError(f"{signature}: ctx given twice (first and as ctx=)")
+                    kwargs["ctx"] = head
+                    args = args[1:]
+                    if legacy_defaults:
+                        for key, value in legacy_defaults.items():
+                            kwargs.setdefault(key, value)
+                elif head is None:
+                    raise TypeError(f"{signature}: the first argument is None, expected {first} "
+                                    "(an ingot.Context may come before it, or pass ctx=)")
+                for i, value in enumerate(args[1:], 2):
+                    if isinstance(value, Context):
+                        raise TypeError(f"{signature}: argument {i} is an ingot.Context: pass it "
+                                        "first or as ctx=")
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap
+
+
+def device_of(obj, name):
+    """("cpu", 0) or ("cuda", index) of an array, read without describing it
+    (index None: a CUDA array that does not say its device). TypeError
+    naming ``name`` for None or a non-array."""
+    if isinstance(obj, reinterpret):
+        obj = obj.array
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        kind, index = obj.device.type, obj.device.index
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"{name}: a tensor on {obj.device}, ingot runs on cpu and cuda")
+        return (kind, index or 0)
+    if hasattr(obj, "__dlpack_device__"):
+        device_type, index = obj.__dlpack_device__()
+        kind = _DLPACK_DEVICES.get(int(device_type))
+        if kind is None:
+            raise TypeError(f"{name}: DLPack device type {device_type} is neither CPU nor CUDA")
+        return (kind, 0 if kind == "cpu" else int(index))
+    if hasattr(obj, "__cuda_array_interface__"):
+        return ("cuda", None)
+    if hasattr(obj, "__array_interface__"):
+        return ("cpu", 0)
+    if obj is None:
+        raise TypeError(f"{name}: None, expected an array")
+    raise _not_an_array(name, obj)
+
+
+def context_for(ctx, array, name):
+    """``ctx`` when given (an ingot.Context), else the default context of
+    the device of ``array`` (the argument ``name``)."""
+    if ctx is None:
+        return default_context(device_of(array, name))
+    if not isinstance(ctx, Context):
+        raise TypeError(f"ctx: must be an ingot.Context; got {_describe_value(ctx)}")
+    return ctx
+
+
+def query_context(ctx, device):
+    """The context of a workspace query: ``ctx``, or the default context of
+    ``device`` (which has no arrays to take it from)."""
+    if ctx is not None:
+        if device is not None:
+            raise TypeError("pass ctx or device, not both")
+        return context_for(ctx, None, "ctx")
+    if device is None:
+        raise TypeError("pass device= ('cpu', 'cuda', 'cuda:N', a torch.device) or ctx= (the "
+                        "size depends on the backend and the GPU)")
+    return default_context(device)
 
 
 def op_arg(ctx, obj, name, stream, writable=False):
@@ -417,9 +481,10 @@ def run(ctx, fn, *args, names=None):
     parameter that carries it where they differ (e.g. {"d": "out"}): the
     error text then names the parameter the caller knows, "out (d): ..."."""
     handle = ctx.handle
-    status = fn(handle, *args)
-    if status != Status.SUCCESS:
-        message = last_error(handle)
+    with ctx._lock:
+        status = fn(handle, *args)
+        message = last_error(handle) if status != Status.SUCCESS else None
+    if message is not None:
         if names:
             message = rename_arguments(message, names)
         raise IngotError(status, message)
@@ -440,6 +505,37 @@ def rename_arguments(message, names):
         if rest.endswith(f"overlaps {c_name}"):
             rest = rest[: -len(c_name)] + shown
     return op + sep + rest
+
+
+def describe_parameter(value):
+    """What a parameter is, for error texts: "a torch.int64 tensor on cpu",
+    "a numpy float64 array", "a Python float (0.7)"."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor on {value.device}"
+    cls = type(value)
+    if cls.__module__ == "numpy" and hasattr(value, "dtype"):
+        return f"a numpy {value.dtype} {'array' if value.ndim else 'scalar'}"
+    if cls in (bool, int, float):
+        return f"a Python {cls.__name__} ({value!r})"
+    return _describe_value(value)
+
+
+def refuse_new_tensor_while_capturing(name, value, expected, device):
+    """TypeError naming the parameter ``name`` (``value``, which needs a
+    conversion into a new tensor) and ``expected`` (what to pass instead)
+    when the current stream of ``device`` (a torch.device) is capturing a
+    CUDA graph. ingot converts nothing there: a host value would be frozen
+    into the graph, a copy from host memory cannot be captured, and a
+    parameter of the exact dtype is what a replay reads anew."""
+    if device.type != "cuda":
+        return
+    torch = sys.modules["torch"]
+    if torch.compiler.is_compiling() or not torch.cuda.is_current_stream_capturing():
+        return
+    raise TypeError(f"{name}: {describe_parameter(value)} needs a conversion into a new tensor, "
+                    f"which ingot does not make while a CUDA graph is being captured; pass "
+                    f"{expected}")
 
 
 def torch_on_stream(device, stream):

@@ -11,9 +11,11 @@ Terms:
                       before each request's first token here, oldest first
                       (all boundary_token for a fresh request).
 
-Each op takes the Context first. Arrays are torch tensors, numpy arrays or
-DLPack / array-interface objects (see ingot._tensor); CUDA contexts run on
-``stream`` (default: the current torch stream of the context's device).
+Arrays are torch tensors, numpy arrays or DLPack / array-interface objects
+(see ingot._tensor). Each op runs on the default context of its arrays'
+device (ingot.default_context) unless given ``ctx=`` (or, the older form, an
+ingot.Context first); CUDA ops run on ``stream`` (default: the current torch
+stream of the device). ingot.torch has these ops as PyTorch custom ops.
 """
 
 import ctypes
@@ -22,13 +24,14 @@ import operator
 from ._core import DType, check
 from ._lib import NGRAM_MAX_HEADS, NGRAM_MAX_N, ingot_ngram_config, lib
 from ._tensor import allocate
+from ._tensor import context_for as _context
 from ._tensor import float_arg as _float
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
+from ._tensor import optional_context as _optional_context
 from ._tensor import ref as _ref
 from ._tensor import required_arg as _required
 from ._tensor import run as _run
-from ._tensor import takes_context as _takes_context
 
 
 def _int(name, value, bits):
@@ -77,6 +80,7 @@ class NgramConfig:
         c.offsets[:len(primes)] = _int64_list("offsets", offsets, len(primes), NGRAM_MAX_HEADS)
         self._c = c
         self.table_rows()  # the library's checks: num_heads == hpn * (n-1), P >= 1, ...
+        self._fields = self._read_fields()
 
     @classmethod
     def derive(cls, vocab_size, n, heads_per_order, base, seed=1234, layer_index=0, *,
@@ -94,7 +98,15 @@ class NgramConfig:
             _int64("boundary_token", boundary_token), ctypes.byref(c)))
         self = cls.__new__(cls)
         self._c = c
+        self._fields = self._read_fields()
         return self
+
+    def _read_fields(self):
+        """(n, heads_per_order, boundary_token, multipliers, primes, offsets)
+        as plain Python values, read once at creation (what ingot.torch
+        passes to its ops, and torch.compile can read)."""
+        return (self.n, self.heads_per_order, self.boundary_token, self.multipliers, self.primes,
+                self.offsets)
 
     def table_rows(self, pad_multiple=1):
         """Rows a table for this config needs: off[H-1] + P[H-1], rounded up
@@ -145,8 +157,8 @@ def _config(cfg):
     return ctypes.byref(cfg.struct)
 
 
-@_takes_context
-def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):
+@_optional_context()
+def ngram_row_ids(cfg, ids, cu_seqlens, context, out=None, stream=None, *, ctx=None):
     """Row ids of every token of a ragged batch (``ingot_ngram_row_ids``).
 
     For token t at offset l = t - cu[b] of request b, x_s is the token s places
@@ -162,7 +174,8 @@ def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):
     allocated like ``ids`` when None. Returns out. A decode step (one token
     per request) gives exactly the rows of a prefill of the same history.
     """
-    config, s = _config(cfg), ctx._stream(stream)
+    config, ctx = _config(cfg), _context(ctx, ids, "ids")
+    s = ctx._stream(stream)
     i = _required(ctx, ids, "ids", s)
     c = _required(ctx, cu_seqlens, "cu_seqlens", s)
     x = _required(ctx, context, "context", s)
@@ -174,8 +187,8 @@ def ngram_row_ids(ctx, cfg, ids, cu_seqlens, context, out=None, stream=None):
     return out
 
 
-@_takes_context
-def ngram_commit_context(ctx, cfg, ids, cu_seqlens, context, stream=None):
+@_optional_context()
+def ngram_commit_context(cfg, ids, cu_seqlens, context, stream=None, *, ctx=None):
     """Rolls each request's context forward in place (``ingot_ngram_commit_context``):
 
         context[b] <- the last n-1 tokens of context[b] ++ ids[cu[b] .. cu[b+1])
@@ -185,15 +198,16 @@ def ngram_commit_context(ctx, cfg, ids, cu_seqlens, context, stream=None):
     :func:`ngram_row_ids` (context must be writable). Call it after every op
     that reads the old context (CUDA: enqueue it after them). Returns None.
     """
-    config, s = _config(cfg), ctx._stream(stream)
+    config, ctx = _config(cfg), _context(ctx, ids, "ids")
+    s = ctx._stream(stream)
     i = _required(ctx, ids, "ids", s)
     c = _required(ctx, cu_seqlens, "cu_seqlens", s)
     x = _required(ctx, context, "context", s, writable=True)
     _run(ctx, lib.ingot_ngram_commit_context, config, i.ref(), c.ref(), x.ref(), s)
 
 
-@_takes_context
-def ngram_gather(ctx, rows, table, scale=1.0, out=None, stream=None):
+@_optional_context()
+def ngram_gather(rows, table, scale=1.0, out=None, stream=None, *, ctx=None):
     """Gathers table rows (``ingot_ngram_gather``):
 
         out[t, h*D + d] = bf16(float(table[rows[t, h], d]) * scale)
@@ -209,6 +223,7 @@ def ngram_gather(ctx, rows, table, scale=1.0, out=None, stream=None):
           installed, else a uint16 array holding the bf16 bits). Returns out.
     Results are bit-identical between backends and residencies.
     """
+    ctx = _context(ctx, rows, "rows")
     s = ctx._stream(stream)
     r = _required(ctx, rows, "rows", s)
     t = _required(ctx, table, "table", s)
@@ -221,8 +236,9 @@ def ngram_gather(ctx, rows, table, scale=1.0, out=None, stream=None):
     return out
 
 
-@_takes_context
-def ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0, out=None, stream=None):
+@_optional_context()
+def ngram_embed(cfg, ids, cu_seqlens, context, table, scale=1.0, out=None, stream=None, *,
+                ctx=None):
     """Row ids and gather fused (``ingot_ngram_embed``): out as
     :func:`ngram_gather` writes it for the rows :func:`ngram_row_ids`
     computes, without materialising the ids (CUDA: one launch).
@@ -235,7 +251,8 @@ def ngram_embed(ctx, cfg, ids, cu_seqlens, context, table, scale=1.0, out=None, 
     row stride), allocated like ``ids`` when None. Returns out. Keep the
     separate ops to compute ids early and prefetch rows on a side stream.
     """
-    config, s = _config(cfg), ctx._stream(stream)
+    config, ctx = _config(cfg), _context(ctx, ids, "ids")
+    s = ctx._stream(stream)
     i = _required(ctx, ids, "ids", s)
     c = _required(ctx, cu_seqlens, "cu_seqlens", s)
     x = _required(ctx, context, "context", s)

@@ -24,14 +24,16 @@ nearest even, identical on every backend):
          saturates to 6, sign kept (-0.0 and small negatives give code 8);
          NaN -> code 0, +Inf -> 0x7, -Inf -> 0xF (neither counts in amax).
 
-Each op takes the Context first. Arrays are torch tensors, numpy arrays or
-DLPack / array-interface objects (see ingot._tensor); the last dimension
-must be contiguous, rows may be strided. Outputs are allocated like the
-main input when not given (torch: same device; numpy: bf16 as
-ml_dtypes.bfloat16 if installed, else uint16 bits); pass them explicitly for
-CUDA-graph capture. CUDA contexts run on ``stream`` (default: the current
-torch stream of the context's device). Errors raise IngotError with the
-library's text.
+Arrays are torch tensors, numpy arrays or DLPack / array-interface objects
+(see ingot._tensor); the last dimension must be contiguous, rows may be
+strided. Each op runs on the default context of its first array's device
+(ingot.default_context) unless given ``ctx=`` (or, the older form, an
+ingot.Context first). Outputs and workspaces are allocated like the main
+input when not given (torch: torch.empty on the op's stream; numpy: bf16 as
+ml_dtypes.bfloat16 if installed, else uint16 bits). CUDA ops run on
+``stream`` (default: the current torch stream of the device). Errors raise
+IngotError with the library's text. ingot.torch has these ops as PyTorch
+custom ops.
 """
 
 import ctypes
@@ -42,13 +44,16 @@ from typing import NamedTuple
 from ._core import DType, IngotError, check
 from ._lib import ingot_nvfp4_matrix, lib
 from ._tensor import allocate as _empty
+from ._tensor import context_for as _context
 from ._tensor import dtype_arg as _dtype
 from ._tensor import int64_arg as _int64
 from ._tensor import op_arg as _arg
+from ._tensor import optional_context as _optional_context
+from ._tensor import query_context as _query_context
 from ._tensor import ref as _ref
+from ._tensor import refuse_new_tensor_while_capturing as _refuse_while_capturing
 from ._tensor import required_arg as _required
 from ._tensor import run as _run
-from ._tensor import takes_context as _takes_context
 from ._tensor import workspace as _workspace
 
 NVFP4_BLOCK = 16
@@ -99,8 +104,8 @@ def nvfp4_scale_offset(row, scale_col, cols):
 # ---- ops ------------------------------------------------------------------------------------
 
 
-@_takes_context
-def nvfp4_global_scale(ctx, x, out=None, stream=None):
+@_optional_context()
+def nvfp4_global_scale(x, out=None, stream=None, *, ctx=None):
     """The conventional encode multiplier of a tensor (``ingot_nvfp4_global_scale``):
 
         amax = max |x| over the finite elements of x
@@ -112,6 +117,7 @@ def nvfp4_global_scale(ctx, x, out=None, stream=None):
     out  float32 [1] (written; must not overlap x); allocated like x when None.
     Returns out. CUDA: three launches, no host sync (out stays on the device).
     """
+    ctx = _context(ctx, x, "x")
     s = ctx._stream(stream)
     xd = _required(ctx, x, "x", s)
     if out is None:
@@ -121,9 +127,9 @@ def nvfp4_global_scale(ctx, x, out=None, stream=None):
     return out
 
 
-@_takes_context
-def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_count=None,
-                   stream=None):
+@_optional_context()
+def nvfp4_quantize(x, global_scale, values=None, scales=None, nonfinite_count=None,
+                   stream=None, *, ctx=None):
     """Quantizes x to NVFP4 with the global scale gs (``ingot_nvfp4_quantize``),
     by the rule of the module docstring.
 
@@ -143,6 +149,7 @@ def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_cou
     Outputs must not overlap the inputs or each other. Returns
     ``(values, scales)``. CUDA: one launch.
     """
+    ctx = _context(ctx, x, "x")
     s = ctx._stream(stream)
     xd = _required(ctx, x, "x", s)
     g = _required(ctx, _scalar_like(ctx, xd, global_scale, "global_scale"), "global_scale", s)
@@ -160,8 +167,9 @@ def nvfp4_quantize(ctx, x, global_scale, values=None, scales=None, nonfinite_cou
     return values, scales
 
 
-@_takes_context
-def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", stream=None):
+@_optional_context()
+def nvfp4_dequantize(values, scales, global_scale, out=None, dtype="f32", stream=None, *,
+                     ctx=None):
     """Decodes an NVFP4 matrix (``ingot_nvfp4_dequantize``):
 
         out[r, c] = (e2m1(code[r, c]) * float(sf[r, c // 16])) / gs
@@ -179,6 +187,7 @@ def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", s
                   2 * values.shape[1].
     Returns out. CUDA: one launch.
     """
+    ctx = _context(ctx, values, "values")
     s = ctx._stream(stream)
     v = _required(ctx, values, "values", s)
     sc = _required(ctx, scales, "scales", s)
@@ -194,8 +203,8 @@ def nvfp4_dequantize(ctx, values, scales, global_scale, out=None, dtype="f32", s
     return out
 
 
-@_takes_context
-def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
+@_optional_context()
+def nvfp4_swizzle_scales(linear, out=None, stream=None, *, ctx=None):
     """Linear -> 128x4 swizzled block scales (``ingot_nvfp4_swizzle_scales``):
 
         out[nvfp4_scale_offset(r, k, cols)] = linear[r, k],   cols = 16 * linear.shape[1]
@@ -206,6 +215,7 @@ def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
             written, padding 0. Allocated like linear (uint8) when None.
     Returns out. CUDA: one launch.
     """
+    ctx = _context(ctx, linear, "linear")
     s = ctx._stream(stream)
     lin = _required(ctx, linear, "linear", s)
     if out is None:
@@ -218,8 +228,8 @@ def nvfp4_swizzle_scales(ctx, linear, out=None, stream=None):
     return out
 
 
-@_takes_context
-def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream=None):
+@_optional_context()
+def nvfp4_unswizzle_scales(swizzled, rows=None, cols=None, out=None, stream=None, *, ctx=None):
     """128x4 swizzled -> linear block scales (``ingot_nvfp4_unswizzle_scales``):
 
         out[r, k] = swizzled[nvfp4_scale_offset(r, k, cols)]
@@ -231,6 +241,7 @@ def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream
               (the element columns; the padded buffer does not tell them).
     Returns out. CUDA: one launch.
     """
+    ctx = _context(ctx, swizzled, "swizzled")
     s = ctx._stream(stream)
     sw = _required(ctx, swizzled, "swizzled", s)
     if out is None:
@@ -252,9 +263,10 @@ def nvfp4_unswizzle_scales(ctx, swizzled, rows=None, cols=None, out=None, stream
     return out
 
 
-@_takes_context
-def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scale=None,
-                           values=None, scales=None, nonfinite_count=None, stream=None):
+@_optional_context()
+def nvfp4_quantize_gate_up(gate, up, global_scale=None, compute_global_scale=None,
+                           values=None, scales=None, nonfinite_count=None, stream=None, *,
+                           ctx=None):
     """Weight preparation for the fused gate/up + GeGLU GEMM
     (``ingot_nvfp4_quantize_gate_up``): interleaves
 
@@ -276,6 +288,7 @@ def nvfp4_quantize_gate_up(ctx, gate, up, global_scale=None, compute_global_scal
     Returns ``(values, scales, global_scale)``. CUDA: one launch (four with
     the compute flag).
     """
+    ctx = _context(ctx, gate, "gate")
     s = ctx._stream(stream)
     g = _required(ctx, gate, "gate", s)
     u = _required(ctx, up, "up", s)
@@ -320,31 +333,37 @@ class NVFP4Matrix(NamedTuple):
     global_scale: object
 
 
-@_takes_context
-def nvfp4_gemm_workspace_size(ctx, m, n, k):
+@_optional_context()
+def nvfp4_gemm_workspace_size(m, n, k, *, device=None, ctx=None):
     """Bytes of workspace :func:`nvfp4_gemm` needs for D [m, n] = A [m, k] x
-    B [n, k]^T (``ingot_nvfp4_gemm_workspace_size``; 0 for m = 0). IngotError
-    for a bad value or a shape whose byte counts overflow."""
+    B [n, k]^T (``ingot_nvfp4_gemm_workspace_size``; 0 for m = 0) on
+    ``device`` ("cpu", "cuda", "cuda:N", a torch.device) or ``ctx``.
+    IngotError for a bad value or a shape whose byte counts overflow."""
+    ctx = _query_context(ctx, device)
     out = ctypes.c_size_t()
     _run(ctx, lib.ingot_nvfp4_gemm_workspace_size, _int64("m", m), _int64("n", n),
          _int64("k", k), ctypes.byref(out))
     return out.value
 
 
-@_takes_context
-def nvfp4_geglu_workspace_size(ctx, m, hidden, k):
+@_optional_context()
+def nvfp4_geglu_workspace_size(m, hidden, k, *, device=None, ctx=None):
     """Bytes of workspace :func:`nvfp4_geglu` needs for x [m, k] and
-    W [2 * hidden, k] (``ingot_nvfp4_geglu_workspace_size``)."""
+    W [2 * hidden, k] (``ingot_nvfp4_geglu_workspace_size``) on ``device``
+    or ``ctx``."""
+    ctx = _query_context(ctx, device)
     out = ctypes.c_size_t()
     _run(ctx, lib.ingot_nvfp4_geglu_workspace_size, _int64("m", m), _int64("hidden", hidden),
          _int64("k", k), ctypes.byref(out))
     return out.value
 
 
-@_takes_context
-def nvfp4_mlp_workspace_size(ctx, m, k, hidden, n):
-    """Bytes of workspace :func:`nvfp4_mlp` needs (``ingot_nvfp4_mlp_workspace_size``):
-    the NVFP4 h [m, hidden] plus the larger scratch of the two steps."""
+@_optional_context()
+def nvfp4_mlp_workspace_size(m, k, hidden, n, *, device=None, ctx=None):
+    """Bytes of workspace :func:`nvfp4_mlp` needs (``ingot_nvfp4_mlp_workspace_size``)
+    on ``device`` or ``ctx``: the NVFP4 h [m, hidden] plus the larger
+    scratch of the two steps."""
+    ctx = _query_context(ctx, device)
     out = ctypes.c_size_t()
     _run(ctx, lib.ingot_nvfp4_mlp_workspace_size, _int64("m", m), _int64("k", k),
          _int64("hidden", hidden), _int64("n", n), ctypes.byref(out))
@@ -356,12 +375,7 @@ def _matrix(ctx, mat, name, stream, keep, writable=False, names=None):
     descriptors are appended to ``keep`` (alive for the call). ``names``:
     the parameters of values, scales and global scale when the caller passed
     them apart (else "<name>.values", ...)."""
-    if mat is None:
-        raise TypeError(f"{name}: None, expected an NVFP4 matrix (values, scales, global_scale)")
-    try:
-        values, scales, gs = mat
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: pass (values, scales, global_scale)") from None
+    values, scales, gs = _unpack(mat, name)
     vn, sn, gn = names or (f"{name}.values", f"{name}.scales", f"{name}.global_scale")
     v = _required(ctx, values, vn, stream, writable=writable)
     sc = _required(ctx, scales, sn, stream, writable=writable)
@@ -373,16 +387,32 @@ def _matrix(ctx, mat, name, stream, keep, writable=False, names=None):
     return m, v
 
 
+def _unpack(mat, name):
+    """(values, scales, global_scale) of the NVFP4 matrix argument ``name``."""
+    if mat is None:
+        raise TypeError(f"{name}: None, expected an NVFP4 matrix (values, scales, global_scale)")
+    try:
+        values, scales, gs = mat
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: pass (values, scales, global_scale)") from None
+    return values, scales, gs
+
+
+def _matrix_context(ctx, mat, name):
+    """``ctx``, or the default context of the device of the matrix's values."""
+    return _context(ctx, _unpack(mat, name)[0], f"{name}.values")
+
+
 def _rows_cols(d):
     """(rows, element cols) of a values Described, or None if not 2-D."""
     return (d.shape[0], 2 * d.shape[1]) if d is not None and d.tensor.ndim == 2 else None
 
 
-def _need(query, *args):
+def _need(query, *args, ctx):
     """The workspace size, or 0 when the query rejects the shape (the op
     then reports the bad argument by name)."""
     try:
-        return query(*args)
+        return query(*args, ctx=ctx)
     except IngotError:
         return 0
 
@@ -394,8 +424,8 @@ def _out_dtype(dtype):
     return out_dtype
 
 
-@_takes_context
-def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
+@_optional_context()
+def nvfp4_gemm(a, b, out=None, dtype="bf16", workspace=None, stream=None, *, ctx=None):
     """NVFP4 GEMM (``ingot_nvfp4_gemm``), D = A B^T:
 
         acc[m, n] = sum_k decode(a[m, k]) * decode(b[n, k])   (fp32 accumulation;
@@ -417,6 +447,7 @@ def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
          capture).
     M = 0 is a no-op. Returns out.
     """
+    ctx = _matrix_context(ctx, a, "a")
     s = ctx._stream(stream)
     keep = []
     am, av = _matrix(ctx, a, "a", s, keep)
@@ -427,7 +458,7 @@ def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
     o = _arg(ctx, out, "out", s, writable=True)
     need = 0
     if workspace is None and ar is not None and br is not None:
-        need = _need(nvfp4_gemm_workspace_size, ctx, ar[0], br[0], ar[1])
+        need = _need(nvfp4_gemm_workspace_size, ar[0], br[0], ar[1], ctx=ctx)
     ws, ws_bytes, ws_keep = _workspace(ctx, av, need, workspace, s)
     _run(ctx, lib.ingot_nvfp4_gemm, _byref(am), _byref(bm), _ref(o), ws, ws_bytes, s,
          names={"d": "out"})
@@ -435,9 +466,9 @@ def nvfp4_gemm(ctx, a, b, out=None, dtype="bf16", workspace=None, stream=None):
     return out
 
 
-@_takes_context
-def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, workspace=None,
-                stream=None):
+@_optional_context()
+def nvfp4_geglu(x, w_gate_up, h_global_scale, values=None, scales=None, workspace=None,
+                stream=None, *, ctx=None):
     """Fused gate/up GEMM + GeGLU + NVFP4 re-quantize (``ingot_nvfp4_geglu``):
 
         g = acc[m, 2j] * alpha,  u = acc[m, 2j+1] * alpha      (fp32; acc, alpha as
@@ -457,6 +488,7 @@ def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, wor
     Returns NVFP4Matrix(values, scales, h_global_scale): operand A of the
     down projection.
     """
+    ctx = _matrix_context(ctx, x, "x")
     s = ctx._stream(stream)
     keep = []
     xm, xv = _matrix(ctx, x, "x", s, keep)
@@ -482,7 +514,7 @@ def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, wor
                     names=("values", "scales", "h_global_scale"))
     need = 0
     if workspace is None and xr is not None and wr is not None:
-        need = _need(nvfp4_geglu_workspace_size, ctx, xr[0], wr[0] // 2, xr[1])
+        need = _need(nvfp4_geglu_workspace_size, xr[0], wr[0] // 2, xr[1], ctx=ctx)
     ws, ws_bytes, ws_keep = _workspace(ctx, like, need, workspace, s)
     _run(ctx, lib.ingot_nvfp4_geglu, _byref(xm), _byref(wm), _byref(hm), ws, ws_bytes, s,
          names={"h.values": "values", "h.scales": "scales", "h.global_scale": "h_global_scale"})
@@ -490,9 +522,9 @@ def nvfp4_geglu(ctx, x, w_gate_up, h_global_scale, values=None, scales=None, wor
     return NVFP4Matrix(values, scales, h_global_scale)
 
 
-@_takes_context
-def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
-              workspace=None, stream=None):
+@_optional_context()
+def nvfp4_mlp(x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
+              workspace=None, stream=None, *, ctx=None):
     """The gated MLP in one call (``ingot_nvfp4_mlp``):
 
         h   = nvfp4_geglu(x, w_gate_up, h_global_scale)   (NVFP4 [M, H], in the workspace)
@@ -503,6 +535,7 @@ def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
     values with ``dtype`` when None; workspace >= nvfp4_mlp_workspace_size
     bytes (allocated when None). Returns out.
     """
+    ctx = _matrix_context(ctx, x, "x")
     s = ctx._stream(stream)
     keep = []
     xm, xv = _matrix(ctx, x, "x", s, keep)
@@ -516,7 +549,7 @@ def nvfp4_mlp(ctx, x, w_gate_up, h_global_scale, w_down, out=None, dtype="bf16",
                   s)
     need = 0
     if workspace is None and None not in (xr, wr, dr):
-        need = _need(nvfp4_mlp_workspace_size, ctx, xr[0], xr[1], wr[0] // 2, dr[0])
+        need = _need(nvfp4_mlp_workspace_size, xr[0], xr[1], wr[0] // 2, dr[0], ctx=ctx)
     ws, ws_bytes, ws_keep = _workspace(ctx, xv, need, workspace, s)
     _run(ctx, lib.ingot_nvfp4_mlp, _byref(xm), _byref(wm), g.ref(), _byref(dm), _ref(o), ws,
          ws_bytes, s)
@@ -563,7 +596,10 @@ def _scalar_like(ctx, like, value, name):
         return value
     if like.framework == "torch":
         torch = sys.modules["torch"]
-        return torch.tensor([float(value)], dtype=torch.float32, device=like.obj.device)
+        device = like.obj.device
+        _refuse_while_capturing(name, value, f"a torch.float32 tensor of shape [1] on {device}",
+                                device)
+        return torch.tensor([float(value)], dtype=torch.float32, device=device)
     if like.device[0] != "cpu" or ctx.backend != "cpu":
         raise TypeError(f"{name}: pass a float32 [1] device array (a Python float is only "
                         "converted for torch tensors and numpy arrays on the CPU)")

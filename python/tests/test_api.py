@@ -167,8 +167,10 @@ def test_imports_with_the_standard_library_only():
             "import ingot\n"
             "cfg = ingot.NgramConfig.derive(512, 3, 2, 1000, boundary_token=7)\n"
             "with ingot.Context() as ctx: pass\n"
+            "assert ingot.default_context('cpu') is ingot.default_context()\n"
             "print(cfg.primes)\n")
-    r = run_python(code, env={"PYTHONPATH": str(PACKAGE_DIR.parent)})
+    r = run_python(code, env={"PYTHONPATH": str(PACKAGE_DIR.parent),
+                              "INGOT_LIBRARY": str(Path(ingot.library_path).resolve())})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "(1009, 1013, 1019, 1021)"
 
@@ -197,3 +199,77 @@ def test_missing_library_lists_where_it_looked(tmp_path):
     for place in ("INGOT_LIBRARY", str(tmp_path / "pkg" / "ingot" / "lib" / "libingot.so"),
                   str(tmp_path / "build" / "libingot.so"), "find_library"):
         assert place in r.stderr, place
+
+
+# ---- default contexts ----------------------------------------------------------------------------
+
+
+def test_default_context_is_one_per_device(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(ingot._core, "_default_contexts", {})  # made afresh by this test
+    barrier = threading.Barrier(8)
+    got = []
+
+    def first_use():
+        barrier.wait()
+        got.append(ingot.default_context("cpu"))
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(c is got[0] for c in got)
+    ctx = got[0]
+    assert ctx is ingot.default_context() is ingot.default_context(("cpu", 0))
+    assert ctx.backend == "cpu" and "default" in repr(ctx)
+    with ctx:
+        pass
+    ctx.close()  # a default context outlives every close
+    assert not ctx.closed and ctx.flags == ingot.default_context().flags
+    with pytest.raises(ValueError, match=r"^device: 'tpu', ingot runs on 'cpu' and 'cuda'"):
+        ingot.default_context("tpu")
+    with pytest.raises(TypeError, match=r"^device: 3, expected 'cpu', 'cuda'"):
+        ingot.default_context(3)
+
+
+def test_default_context_of_torch_devices():
+    torch = pytest.importorskip("torch")
+    assert ingot.default_context(torch.device("cpu")) is ingot.default_context("cpu")
+    from ingot._core import device_key
+
+    assert device_key(torch.device("cuda", 1)) == ("cuda", 1)
+    assert device_key("cuda:2") == ("cuda", 2)
+
+
+def test_threads_share_a_context_one_call_at_a_time():
+    """Threads calling ops on one context each get their own results and
+    their own error text (the library keeps one last-error text a context)."""
+    np = pytest.importorskip("numpy")
+    import threading
+
+    x = np.random.default_rng(1).standard_normal((4, 500)).astype(np.float32)
+    seeds = [np.arange(4, dtype=np.int64) + 10 * i for i in range(8)]
+    want = [ingot.sample(x, temperature=1.0, seed=s) for s in seeds]
+    problems = []
+
+    def work(i):
+        for _ in range(30):
+            got = ingot.sample(x, temperature=1.0, seed=seeds[i])
+            if not np.array_equal(got, want[i]):
+                problems.append(f"thread {i}: tokens {got}, expected {want[i]}")
+            name = ("top_p", "min_p")[i % 2]
+            try:
+                ingot.sample(x, **{name: 7.0})
+                problems.append(f"thread {i}: no error for {name} = 7")
+            except ingot.IngotError as e:
+                if f"{name}: {name}[0] = 7" not in e.message:
+                    problems.append(f"thread {i}: error text {e.message!r} for {name}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []

@@ -465,22 +465,41 @@ def test_python_side_errors(ctx):
         ingot.ngram_row_ids(ctx, cfg, ids, cu, context)
 
 
+def test_ops_without_a_context_equal_the_explicit_context(ctx):
+    cfg, ids, cu, context = batch3()
+    table = np.arange(cfg.table_rows() * 2, dtype=np.float32).reshape(-1, 2)
+    rows = ingot.ngram_row_ids(cfg, ids, cu, context)
+    np.testing.assert_array_equal(rows, ingot.ngram_row_ids(ctx, cfg, ids, cu, context))
+    np.testing.assert_array_equal(ingot.ngram_row_ids(cfg, ids, cu, context, ctx=ctx), rows)
+    out = ingot.ngram_embed(cfg, ids, cu, context, table, 0.5)
+    np.testing.assert_array_equal(out.view(np.uint16),
+                                  ingot.ngram_embed(ctx, cfg, ids, cu, context, table, 0.5)
+                                  .view(np.uint16))
+    np.testing.assert_array_equal(ingot.ngram_gather(rows, table, 0.5).view(np.uint16),
+                                  out.view(np.uint16))
+    rolled, want = context.copy(), context.copy()
+    ingot.ngram_commit_context(cfg, ids, cu, rolled)
+    ingot.ngram_commit_context(ctx, cfg, ids, cu, want)
+    np.testing.assert_array_equal(rolled, want)
+    assert not np.array_equal(rolled, context)
+
+
 def test_context_and_arguments_are_named(ctx):
     cfg, ids, cu, context = batch3()
-    with pytest.raises(TypeError, match=r"^ngram_row_ids\(ctx, cfg, ids, cu_seqlens, context, "
-                                        r"\.\.\.\): the first argument, ctx, must be an "
-                                        r"ingot\.Context; got None$"):
+    with pytest.raises(TypeError, match=r"^ngram_row_ids\(cfg, \.\.\.\): the first argument is "
+                                        r"None, expected cfg \(an ingot\.Context may come before "
+                                        r"it, or pass ctx=\)$"):
         ingot.ngram_row_ids(None, cfg, ids, cu, context)
-    with pytest.raises(TypeError, match=r"^ngram_embed\(ctx, cfg, ids, cu_seqlens, context, table, "
-                                        r"\.\.\.\): .*got an ingot\.ngram\.NgramConfig \(is the "
-                                        r"context missing\?\)"):
-        ingot.ngram_embed(cfg, ids, cu, context, np.zeros((4, 2), np.float32))
-    with pytest.raises(TypeError, match=r"^ngram_gather\(ctx, rows, table, \.\.\.\): .*got a "
-                                        r"numpy\.ndarray of shape \(6, 4\)"):
-        ingot.ngram_gather(np.zeros((6, 4), np.int64), np.zeros((4, 2), np.float32))
-    with pytest.raises(TypeError, match=r"ngram_commit_context\(ctx, cfg, ids, cu_seqlens, "
-                                        r"context, \.\.\.\): missing the first argument, ctx"):
+    with pytest.raises(TypeError, match=r"^ngram_embed\(cfg, \.\.\.\): argument 6 is an "
+                                        r"ingot\.Context: pass it first or as ctx="):
+        ingot.ngram_embed(cfg, ids, cu, context, np.zeros((4, 2), np.float32), ctx)
+    with pytest.raises(TypeError, match=r"^ngram_gather\(rows, \.\.\.\): ctx given twice"):
+        ingot.ngram_gather(ctx, np.zeros((6, 4), np.int64), np.zeros((4, 2), np.float32), ctx=ctx)
+    with pytest.raises(TypeError, match=r"^ngram_commit_context\(\) missing 4 required "
+                                        r"positional arguments: 'cfg', 'ids'"):
         ingot.ngram_commit_context()
+    with pytest.raises(TypeError, match=r"^cfg: int, expected ingot\.NgramConfig"):
+        ingot.ngram_row_ids(1, ids, cu, context)
     with pytest.raises(TypeError, match=r"^ids: None, expected an array"):
         ingot.ngram_row_ids(ctx, cfg, None, cu, context)
     with pytest.raises(TypeError, match=r"^scale: 'x' is not a number"):

@@ -529,10 +529,11 @@ def test_cuda_graph_capture_and_replay(ctx, cuda_ctx, rng):
 
 def test_dequantize_names_values_not_the_allocated_out(ctx):
     scales = np.zeros((128, 4), np.uint8)
-    with pytest.raises(ValueError, match=r"^values: shape \(8, 15\), expected \[rows, cols/2\] "
-                                         r"with cols a multiple of 16") as e:
-        ingot.nvfp4_dequantize(ctx, np.zeros((8, 15), np.uint8), scales, 1.0)
-    assert "out" not in str(e.value)
+    for context in ((ctx,), ()):  # with and without a context
+        with pytest.raises(ValueError, match=r"^values: shape \(8, 15\), expected \[rows, "
+                                             r"cols/2\] with cols a multiple of 16") as e:
+            ingot.nvfp4_dequantize(*context, np.zeros((8, 15), np.uint8), scales, 1.0)
+        assert "out" not in str(e.value)
     with pytest.raises(ValueError, match=r"^values: shape \(16,\), expected 2-D \[rows, cols/2\]"):
         ingot.nvfp4_dequantize(ctx, np.zeros(16, np.uint8), scales, 1.0)
     with pytest.raises(TypeError, match=r"^values: dtype f32, expected uint8"):
@@ -550,22 +551,41 @@ def test_dequantize_names_values_not_the_allocated_out(ctx):
                                out=np.zeros((8, 16), np.float32))
 
 
-def test_format_ops_name_the_context(ctx):
+def test_format_ops_take_the_context_from_their_arrays(ctx, rng):
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    gs = ingot.nvfp4_global_scale(x)
+    assert_same_bytes(gs, ingot.nvfp4_global_scale(ctx, x), "global scale")
+    values, scales = ingot.nvfp4_quantize(x, gs)
+    want_values, want_scales = ingot.nvfp4_quantize(ctx, x, gs)
+    assert_same_bytes(values, want_values, "values")
+    assert_same_bytes(scales, want_scales, "scales")
+    assert_same_bytes(ingot.nvfp4_dequantize(values, scales, gs, ctx=ctx),
+                      ingot.nvfp4_dequantize(ctx, values, scales, gs), "dequantize")
+    linear = ingot.nvfp4_unswizzle_scales(scales, 4, 32)
+    assert_same_bytes(linear, ingot.nvfp4_unswizzle_scales(ctx, scales, 4, 32), "unswizzle")
+    assert_same_bytes(ingot.nvfp4_swizzle_scales(linear), scales, "swizzle")
+
+
+def test_format_ops_name_the_first_argument(ctx):
     x = np.zeros((4, 32), np.float32)
-    with pytest.raises(TypeError, match=r"^nvfp4_quantize\(ctx, x, global_scale, \.\.\.\): the "
-                                        r"first argument, ctx, must be an ingot\.Context; got None"):
+    with pytest.raises(TypeError, match=r"^nvfp4_quantize\(x, \.\.\.\): the first argument is "
+                                        r"None, expected x \(an ingot\.Context may come before "
+                                        r"it, or pass ctx=\)"):
         ingot.nvfp4_quantize(None, x, 1.0)
-    with pytest.raises(TypeError, match=r"^nvfp4_dequantize\(ctx, values, scales, global_scale, "
-                                        r"\.\.\.\): .*got a numpy\.ndarray of shape \(4, 16\) \(is "
-                                        r"the context missing\?\)"):
-        ingot.nvfp4_dequantize(np.zeros((4, 16), np.uint8), np.zeros((128, 4), np.uint8), 1.0)
-    for call in (lambda: ingot.nvfp4_global_scale(x), lambda: ingot.nvfp4_swizzle_scales(None, x),
-                 lambda: ingot.nvfp4_unswizzle_scales("cpu", x),
-                 lambda: ingot.nvfp4_quantize_gate_up(x, x)):
-        with pytest.raises(TypeError, match=r"the first argument, ctx, must be an ingot\.Context"):
+    for call in (lambda: ingot.nvfp4_global_scale(None),
+                 lambda: ingot.nvfp4_swizzle_scales(None, x),
+                 lambda: ingot.nvfp4_quantize_gate_up(None, x, x)):
+        with pytest.raises(TypeError, match=r"the first argument is None"):
             call()
+    with pytest.raises(TypeError, match=r"^swizzled: str is not an array"):
+        ingot.nvfp4_unswizzle_scales("cpu", x)
+    with pytest.raises(TypeError, match=r"^nvfp4_global_scale\(x, \.\.\.\): argument 2 is an "
+                                        r"ingot\.Context: pass it first or as ctx="):
+        ingot.nvfp4_global_scale(x, ctx)
     with pytest.raises(TypeError, match=r"^x: None"):
         ingot.nvfp4_global_scale(ctx, None)
+    with pytest.raises(TypeError, match=r"^ctx: must be an ingot\.Context; got a str"):
+        ingot.nvfp4_global_scale(x, ctx="cpu")
 
 
 def test_outputs_are_named_as_passed(ctx):

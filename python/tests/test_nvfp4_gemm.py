@@ -316,15 +316,19 @@ def test_workspace_queries_reject_overflowing_sizes(ctx):
 def test_ops_name_the_context_and_the_arguments(ctx, rng):
     a = random_nvfp4(rng, 4, 64)
     b = random_nvfp4(rng, 64, 64)
-    with pytest.raises(TypeError, match=r"^nvfp4_gemm\(ctx, a, b, \.\.\.\): the first argument, "
-                                        r"ctx, must be an ingot\.Context; got a tuple \(is the "
-                                        r"context missing\?\)"):
-        ingot.nvfp4_gemm(a, b)
+    # without a context: the default one of the arrays' device, the same bytes
+    np.testing.assert_array_equal(ingot.nvfp4_gemm(a, b, dtype="f32"),
+                                  ingot.nvfp4_gemm(ctx, a, b, dtype="f32"))
     for call in (lambda: ingot.nvfp4_gemm(None, a, b), lambda: ingot.nvfp4_geglu(None, a, b, 1.0),
                  lambda: ingot.nvfp4_mlp(None, a, b, 1.0, b),
                  lambda: ingot.nvfp4_gemm_workspace_size(None, 4, 64, 64)):
-        with pytest.raises(TypeError, match=r"ctx, must be an ingot\.Context; got None$"):
+        with pytest.raises(TypeError, match=r"\(\w+, \.\.\.\): the first argument is None, "
+                                            r"expected \w+ \(an ingot\.Context may come before it"):
             call()
+    with pytest.raises(TypeError, match=r"^pass device= .* or ctx="):
+        ingot.nvfp4_gemm_workspace_size(4, 64, 64)
+    assert (ingot.nvfp4_gemm_workspace_size(4, 64, 64, device="cpu")
+            == ingot.nvfp4_gemm_workspace_size(ctx, 4, 64, 64))
     with pytest.raises(TypeError, match=r"^a: None, expected an NVFP4 matrix"):
         ingot.nvfp4_gemm(ctx, None, b)
     with pytest.raises(TypeError, match=r"^b\.scales: None"):

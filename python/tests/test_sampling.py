@@ -556,52 +556,65 @@ def test_struct_layouts_match_the_header(tmp_path):
 # ---- errors name what the caller passed --------------------------------------------------------
 
 
-def test_context_none_is_named(ctx):
+def test_none_first_is_named(ctx):
     x = np.zeros((2, 8), np.float32)
-    for call in (lambda: ingot.sample(None, x), lambda: ingot.sampling_softmax(None, x),
-                 lambda: ingot.sample_workspace_size(None, 2, 8),
-                 lambda: ingot.sampling_softmax_workspace_size(None, 2, 8)):
-        with pytest.raises(TypeError, match=r"the first argument, ctx, must be an "
-                                            r"ingot\.Context; got None$"):
+    for call in (lambda: ingot.sample(None, x), lambda: ingot.sample(None),
+                 lambda: ingot.sampling_softmax(None, x)):
+        with pytest.raises(TypeError, match=r"^\w+\(logits, \.\.\.\): the first argument is None, "
+                                            r"expected logits \(an ingot\.Context may come before "
+                                            r"it, or pass ctx=\)$"):
             call()
-
-
-def test_context_left_out_is_named(ctx):
-    x = np.zeros((2, 8), np.float32)
-    with pytest.raises(TypeError, match=r"^sample\(ctx, logits, \.\.\.\): the first argument, ctx, "
-                                        r"must be an ingot\.Context; got a numpy\.ndarray of shape "
-                                        r"\(2, 8\) \(is the context missing\?\)"):
-        ingot.sample(x)
-    with pytest.raises(TypeError, match=r"^sampling_softmax\(ctx, logits, \.\.\.\): .*got a "
-                                        r"numpy\.ndarray"):
-        ingot.sampling_softmax(x, temperature=0.5)
-    with pytest.raises(TypeError, match=r"sample\(ctx, logits, \.\.\.\): missing the first "
-                                        r"argument, ctx"):
-        ingot.sample()
-    with pytest.raises(TypeError, match=r"sample_workspace_size\(ctx, batch, vocab_size, \.\.\.\): "
-                                        r".*got an int"):
-        ingot.sample_workspace_size(2, 8)
-    with pytest.raises(TypeError, match="logits: None"):
+    for call in (lambda: ingot.sample_workspace_size(None, 2, 8),
+                 lambda: ingot.sampling_softmax_workspace_size(None, 2, 8)):
+        with pytest.raises(TypeError, match=r"the first argument is None, expected batch"):
+            call()
+    with pytest.raises(TypeError, match="^logits: None, expected an array"):
         ingot.sample(ctx, None)
+    with pytest.raises(TypeError, match="^logits: None, expected an array"):
+        ingot.sample(logits=None)
 
 
-def test_scalar_parameter_with_1d_logits_names_logits(ctx):
+def test_context_left_out_uses_the_default_context(ctx):
+    x = np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32)
+    kw = dict(temperature=0.8, top_k=10, seed=[4, 5, 6])
+    want = ingot.sample(ctx, x, **kw)  # the older form: a SampleResult with row_status
+    assert isinstance(want, ingot.SampleResult) and want.row_status.dtype == np.int32
+    for tokens in (ingot.sample(x, **kw), ingot.sample(logits=x, **kw),
+                   ingot.sample(x, ctx=ctx, **kw), ingot.sample(ctx, logits=x, **kw).tokens):
+        np.testing.assert_array_equal(tokens, want.tokens)
+    probs = ingot.sampling_softmax(x, temperature=0.8)
+    np.testing.assert_array_equal(probs, ingot.sampling_softmax(ctx, x, temperature=0.8)[0])
+    assert ingot.sample_workspace_size(3, 64, device="cpu") == ingot.sample_workspace_size(
+        ctx, 3, 64)
+    assert ingot.sampling_softmax_workspace_size(3, 64, ctx=ctx) == 12 * 64
+    with pytest.raises(TypeError, match=r"^sample\(logits, \.\.\.\): argument 2 is an "
+                                        r"ingot\.Context: pass it first or as ctx=") as e:
+        ingot.sample(x, ctx)
+    with pytest.raises(TypeError) as e:
+        ingot.sample()
+    assert "missing 1 required positional argument: 'logits'" in str(e.value)
+    with pytest.raises(TypeError, match=r"^pass ctx or device, not both"):
+        ingot.sample_workspace_size(2, 8, ctx=ctx, device="cpu")
+
+
+def test_logits_must_be_2d(ctx):
+    """1-D logits are not taken as one row: every call says the shape it expects."""
     x = np.zeros(8, np.float32)
-    with pytest.raises(ValueError, match=r"^logits: shape \(8,\), expected 2-D \[B, V\] "
-                                         r"\(temperature given as a number"):
-        ingot.sample(ctx, x, temperature=0.5)
-    with pytest.raises(ValueError, match=r"^logits: shape \(8,\), expected 2-D \[B, V\] \(top_k"):
-        ingot.sampling_softmax(ctx, x, top_k=3)
+    expected = (r"^logits: shape \(8,\), expected 2-D \[B, V\] \(batch, vocabulary; one row: "
+                r"logits\[None\]\)$")
+    for call in (lambda: ingot.sample(ctx, x, temperature=0.5), lambda: ingot.sample(x),
+                 lambda: ingot.sample(x, top_k=3), lambda: ingot.sampling_softmax(x, top_k=3)):
+        with pytest.raises(ValueError, match=expected):
+            call()
     with pytest.raises(ValueError, match=r"^logits: shape \(2, 2, 2\), expected 2-D"):
         ingot.sample(ctx, np.zeros((2, 2, 2), np.float32), seed=1)
-    # without numbers to broadcast, the library names logits
-    with pytest.raises(ingot.IngotError, match=r"logits: ndim = 1, expected 2"):
-        ingot.sample(ctx, x)
-    # 2-D logits of a bad dtype: B is known, the library names the dtype
+    # 2-D logits of a bad dtype: the library names the dtype
     with pytest.raises(ingot.IngotError, match=r"logits: dtype i32"):
         ingot.sample(ctx, np.zeros((2, 8), np.int32), temperature=0.5)
     with pytest.raises(ingot.IngotError, match=r"logits: dtype i32"):
         ingot.sampling_softmax(ctx, np.zeros((2, 8), np.int32), temperature=0.5)
+    # one row as [1, V]
+    assert ingot.sample(x[None], temperature=0.0).tolist() == [0]
 
 
 def test_python_side_arguments_are_named(ctx):
@@ -638,3 +651,192 @@ def test_workspace_queries_reject_overflowing_sizes(ctx):
     with pytest.raises(OverflowError, match=r"batch: 9223372036854775808 does not fit in int64"):
         ingot.sample_workspace_size(ctx, 2**63, 8)
     assert ingot.sample_workspace_size(ctx, big, big, "bf16") == (12 * big + 15) // 16 * 16
+
+
+# ---- the conversion rule: parameters as engines hold them ------------------------------------
+
+
+def _exact_params(B):
+    return dict(temperature=np.full(B, 0.7, np.float32), top_k=np.full(B, 20, np.int32),
+                top_p=np.full(B, 0.9, np.float32), min_p=np.full(B, 0.01, np.float32),
+                seed=np.arange(B, dtype=np.int64) * 7 + 1, position=np.full(B, 3, np.int64))
+
+
+def _engine_forms(B):
+    """The parameters of _exact_params as an engine may hold them."""
+    seeds = [int(s) for s in np.arange(B) * 7 + 1]
+    return {
+        "python numbers": dict(temperature=0.7, top_k=20, top_p=0.9, min_p=0.01, seed=seeds,
+                               position=3),
+        "numpy scalars": dict(temperature=np.float64(0.7), top_k=np.int64(20),
+                              top_p=np.float32(0.9), min_p=np.float64(0.01),
+                              seed=np.array(seeds, np.uint64), position=np.uint64(3)),
+        "float64 / int64 arrays": dict(temperature=np.full(B, 0.7), top_k=np.full(B, 20),
+                                       top_p=np.full(B, 0.9), min_p=np.full(B, 0.01),
+                                       seed=np.array(seeds, np.uint32),
+                                       position=np.full(B, 3, np.int16)),
+        "lists": dict(temperature=[0.7] * B, top_k=[20] * B, top_p=(0.9,) * B, min_p=[0.01] * B,
+                      seed=seeds, position=[3] * B),
+    }
+
+
+def test_parameters_are_converted_to_the_exact_dtypes(ctx, rng):
+    B, V = 6, 400
+    x = (rng.standard_normal((B, V)) * 2).astype(np.float32)
+    kw = dict(logprobs=True, num_top=3, top_final=True)
+    want = ingot.sample(ctx, x, **_exact_params(B), **kw)
+    want_probs = ingot.sampling_softmax(x, **{k: v for k, v in _exact_params(B).items()
+                                              if k not in ("seed", "position")})
+    for form, params in _engine_forms(B).items():
+        got = ingot.sample(x, **params, **kw)
+        for field in ("tokens", "token_logprob", "top_ids", "top_logprobs"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field),
+                                          err_msg=f"{form}: {field}")
+        soft = {k: v for k, v in params.items() if k not in ("seed", "position")}
+        np.testing.assert_array_equal(ingot.sampling_softmax(x, **soft), want_probs,
+                                      err_msg=form)
+
+
+def test_torch_parameters_are_converted_to_the_exact_dtypes(ctx, rng):
+    torch = pytest.importorskip("torch")
+    B, V = 5, 300
+    x = (rng.standard_normal((B, V)) * 2).astype(np.float32)
+    want = ingot.sample(ctx, x, **_exact_params(B), logprobs=True)
+    xt = torch.from_numpy(x)
+    forms = {name: {k: torch.as_tensor(v) if isinstance(v, np.ndarray) else v
+                    for k, v in params.items()} for name, params in _engine_forms(B).items()}
+    forms["numpy arrays with torch logits"] = _engine_forms(B)["float64 / int64 arrays"]
+    forms["exact torch tensors"] = {k: torch.from_numpy(v) for k, v in _exact_params(B).items()}
+    for form, params in forms.items():
+        got = ingot.sample(xt, **params, logprobs=True)
+        assert got.tokens.dtype == torch.int32, form
+        np.testing.assert_array_equal(got.tokens.numpy(), want.tokens, err_msg=form)
+        np.testing.assert_array_equal(got.token_logprob.numpy(), want.token_logprob,
+                                      err_msg=form)
+
+
+def test_exact_parameters_are_used_as_they_are(rng):
+    """An exact-dtype parameter on the logits' device is the array the
+    kernel reads: no copy (what a captured CUDA graph relies on)."""
+    from ingot import sampling
+
+    torch = pytest.importorskip("torch")
+    logits = torch.zeros(3, 10)
+    for kind, value in (("f32", torch.ones(3)), ("i32", torch.ones(3, dtype=torch.int32)),
+                        ("u64", torch.ones(3, dtype=torch.int64))):
+        assert sampling.torch_param(logits, "p", value, kind, (3,)) is value
+    value = np.ones(3, np.float32)
+    assert sampling._numpy_param("p", value, "f32", (3,)) is value
+    converted = sampling.torch_param(logits, "p", torch.ones(3, dtype=torch.float64), "f32", (3,))
+    assert converted.dtype == torch.float32 and converted.shape == (3,)
+
+
+def test_integer_parameters_saturate_to_int32(ctx, rng):
+    B, V = 4, 200
+    x = rng.standard_normal((B, V)).astype(np.float32)
+    off = ingot.sample(x, top_k=0, temperature=1.0, seed=9, logprobs=True)
+    for huge in (np.full(B, 2**40), np.full(B, 2**63 + 5, np.uint64), 2**40, [2**40] * B):
+        got = ingot.sample(x, top_k=huge, temperature=1.0, seed=9, logprobs=True)
+        np.testing.assert_array_equal(got.tokens, off.tokens)
+        np.testing.assert_array_equal(got.token_logprob, off.token_logprob)
+    with pytest.raises(ingot.IngotError, match=r"top_k: top_k\[0\] = -2147483648"):
+        ingot.sample(x, top_k=np.full(B, -2**40))
+    torch = pytest.importorskip("torch")
+    xt = torch.from_numpy(x)
+    for huge in (torch.full((B,), 2**40), torch.full((B,), 2**40, dtype=torch.uint64),
+                 torch.full((B,), 2**32 - 1, dtype=torch.uint32)):
+        got = ingot.sample(xt, top_k=huge, temperature=1.0, seed=9)
+        np.testing.assert_array_equal(got.numpy(), off.tokens, err_msg=str(huge.dtype))
+    with pytest.raises(ingot.IngotError, match=r"top_k: top_k\[0\] = -2147483648"):
+        ingot.sample(xt, top_k=torch.full((B,), -2**40))
+    # a (row, token) pair outside the batch or vocabulary stays outside
+    far = np.array([[2**40, 3], [1, 2**40]], np.int64)
+    res = ingot.sample(x, banned=far, temperature=0.0, return_status=True)
+    np.testing.assert_array_equal(res.tokens, ingot.sample(x, temperature=0.0))
+    assert list(res.row_status) == [0, ingot.SAMPLING_ROW_BAD_ENTRY, 0, 0]
+
+
+def test_seed_bits(rng):
+    x = rng.standard_normal((2, 300)).astype(np.float32)
+    want = ingot.sample(x, seed=np.array([-1, -5], np.int64), temperature=1.0)
+    for seed in (np.array([2**64 - 1, 2**64 - 5], np.uint64), [2**64 - 1, -5],
+                 (-1, 2**64 - 5)):
+        np.testing.assert_array_equal(ingot.sample(x, seed=seed, temperature=1.0), want)
+    with pytest.raises(OverflowError, match="seed: 18446744073709551616 does not fit in 64 bits"):
+        ingot.sample(x, seed=2**64)
+
+
+def test_parameters_of_the_wrong_kind_are_named(rng):
+    x = rng.standard_normal((2, 30)).astype(np.float32)
+    with pytest.raises(TypeError, match=r"^top_k: dtype float64, expected int32 \(or another "
+                                        r"integer dtype, converted\)"):
+        ingot.sample(x, top_k=np.array([2.0, 3.0]))
+    with pytest.raises(TypeError, match=r"^top_k: 2.5 is not an integer"):
+        ingot.sample(x, top_k=2.5)
+    with pytest.raises(TypeError, match=r"^seed: dtype bool, expected int64 \(or uint64\)"):
+        ingot.sample(x, seed=np.array([True, False]))
+    with pytest.raises(TypeError, match=r"^temperature: 'hot' is not a number, a sequence or an "
+                                        r"array"):
+        ingot.sample(x, temperature="hot")
+    with pytest.raises(TypeError, match=r"^bias_values: 1.0 is not an array"):
+        ingot.sample(x, bias_ids=[(0, 1)], bias_values=1.0)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"^min_p: dtype torch.complex64, expected float32"):
+        ingot.sample(torch.from_numpy(x), min_p=torch.zeros(2, dtype=torch.complex64))
+    with pytest.raises(TypeError, match=r"^top_p: \{\} is not a number, a sequence or an array"):
+        ingot.sample(torch.from_numpy(x), top_p={})
+
+
+def test_row_status_is_int32_for_numpy_and_torch(rng):
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    x[1] = -np.inf
+    res = ingot.sample(x, return_status=True)
+    probs, status = ingot.sampling_softmax(x, return_status=True)
+    assert res.row_status.dtype == np.int32 and status.dtype == np.int32
+    assert list(res.row_status) == list(status) == [0, ingot.SAMPLING_ROW_EMPTY, 0]
+    torch = pytest.importorskip("torch")
+    res_t = ingot.sample(torch.from_numpy(x), return_status=True)
+    probs_t, status_t = ingot.sampling_softmax(torch.from_numpy(x), return_status=True)
+    assert res_t.row_status.dtype == torch.int32 and status_t.dtype == torch.int32
+    assert res_t.row_status.tolist() == status_t.tolist() == list(res.row_status)
+
+
+def test_what_sample_returns(rng):
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    tokens = ingot.sample(x, seed=2, temperature=1.0)
+    assert isinstance(tokens, np.ndarray) and tokens.dtype == np.int32 and tokens.shape == (3,)
+    res = ingot.sample(x, seed=2, temperature=1.0, raw_logprobs=True)
+    assert isinstance(res, ingot.SampleResult) and res.row_status is None
+    assert res.token_logprob is None and res.top_ids is None
+    np.testing.assert_array_equal(res.tokens, tokens)
+    status = np.full(3, 9, np.int32)  # an output passed is asked for
+    res = ingot.sample(x, seed=2, temperature=1.0, row_status=status)
+    assert res.row_status is status and list(status) == [0, 0, 0]
+    probs = ingot.sampling_softmax(x)
+    assert isinstance(probs, np.ndarray) and probs.shape == (3, 40)
+    with ingot.Context() as ctx:  # the older form returns what it always did
+        old = ingot.sample(ctx, x, seed=2, temperature=1.0)
+        assert isinstance(old, ingot.SampleResult) and old.row_status.dtype == np.int32
+        np.testing.assert_array_equal(old.tokens, tokens)
+        assert ingot.sample(ctx, x, seed=2, temperature=1.0, return_status=False).shape == (3,)
+        old_probs, old_status = ingot.sampling_softmax(ctx, x)
+        np.testing.assert_array_equal(old_probs, probs)
+
+
+def test_sample_reads_like_flashinfer(rng):
+    """sample(logits, top_k, top_p): FlashInfer's top_k_top_p_sampling_from_logits,
+    top-k applied first: the tokens are drawn from the top-p set of the top-k."""
+    B, V = 8, 500
+    x = (rng.standard_normal((B, V)) * 3).astype(np.float32)
+    k = np.full(B, 10, np.int32)
+    p = np.full(B, 0.5, np.float32)
+    seeds = np.arange(B, dtype=np.int64)
+    tokens = ingot.sample(x, k, p, seed=seeds)
+    np.testing.assert_array_equal(
+        tokens, ingot.sample(x, top_k=k, top_p=p, seed=seeds, temperature=1.0))
+    probs = ingot.sampling_softmax(x, top_k=k, top_p=p)
+    for r in range(B):
+        want, ambiguous = filtered_reference(x[r], 1.0, 10, 0.5, 0.0)
+        if not ambiguous:
+            np.testing.assert_array_equal(probs[r] > 0, want > 0)
+        assert probs[r, tokens[r]] > 0
