@@ -3,9 +3,11 @@
 #                (on the GPU when there is one, else on the CPU)
 #   make test    build and run every test: C tests and the examples (CTest),
 #                the CPU tests again under AddressSanitizer +
-#                UndefinedBehaviorSanitizer, the Python tests, an install
-#                whose consumers build with CMake and pkg-config, and the fuzz
-#                targets for FUZZ_SECONDS each (with clang)
+#                UndefinedBehaviorSanitizer, the Python tests (against the
+#                source tree, then against the wheel installed in a fresh
+#                venv), an install whose consumers build with CMake and
+#                pkg-config, and the fuzz targets for FUZZ_SECONDS each (with
+#                clang)
 # Everything is built here; nothing needs installing first except a C
 # compiler, CMake and Python 3 (nvcc is optional: without it the library is
 # CPU-only).
@@ -28,7 +30,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DINGOT_WERROR=ON
 endif
 
-.PHONY: all build bench test test-c test-asan test-python test-install test-fuzz python-env install clean
+.PHONY: all build bench test test-c test-asan test-python test-wheel test-install test-fuzz python-env install clean
 
 all: build
 
@@ -44,7 +46,7 @@ COMMIT      := $(shell git describe --always --dirty 2>/dev/null || echo unknown
 bench: build
 	$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS)
 
-test: test-c test-asan test-python test-install test-fuzz
+test: test-c test-asan test-python test-wheel test-install test-fuzz
 
 test-c: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -96,6 +98,14 @@ test-python: build python-env
 	@py=$(PYTHON); $$py -c "import numpy, pytest" >/dev/null 2>&1 || py=$(VENV)/bin/python; \
 	  INGOT_LIBRARY=$(CURDIR)/$(BUILD)/libingot.so PYTHONPATH=$(CURDIR)/python \
 	  $$py -m pytest $(PYTEST_ARGS) python/tests
+
+# The wheel (pip wheel ./python, libingot.so from $(BUILD)) installed into a
+# fresh venv, $(BUILD)/wheel-venv, with python/requirements-test.txt (from the
+# network, as python-env), and python/tests run against it from outside the
+# tree. Fails if the wheel lacks the library or the source tree changed.
+test-wheel: build
+	PYTHON=$(PYTHON) PYTEST_ARGS="$(PYTEST_ARGS)" OTHER_BUILDS="$(BUILD_ASAN) $(BUILD_FUZZ)" \
+	  bash tests/python_wheel.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)
