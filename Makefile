@@ -1,6 +1,7 @@
 # The two commands a new user needs:
 #   make bench   build, check every kernel against the CPU reference, time it
-#                (on the GPU when there is one, else on the CPU)
+#                (on the GPU when there is one, else on the CPU, with numpy
+#                and torch timed beside the CPU backend)
 #   make test    build and run every test: C tests and the examples (CTest),
 #                the CPU tests again under AddressSanitizer +
 #                UndefinedBehaviorSanitizer, the Python tests (against the
@@ -43,8 +44,33 @@ build: $(BUILD)/CMakeCache.txt
 # The revision measured, recorded in the results (a tarball has no git: "unknown").
 COMMIT      := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
+# After `ingot bench`, on a CPU run only, bench/numpy_cpu.py times numpy (and
+# torch, if installed) beside ingot's CPU backend. A CPU run is what ingot
+# bench itself decides: --cpu given, or ingot_backend_available(CUDA) false,
+# which `ingot version` prints ("backends: cpu, cuda" only with a usable
+# device). Asking the built library, not nvidia-smi or nvcc, also covers a
+# CUDA build on a machine without a GPU or whose driver is unusable.
+# The Python is test-python's (numpy + pytest here, else $(VENV) if made);
+# without numpy the script says so and passes (`make python-env` installs
+# it). Both run (not after a usage error, status 2); either one failing
+# fails the target.
+BENCH_PY_ARGS = $(filter --quick,$(BENCH_ARGS))
+
 bench: build
-	$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS)
+	@echo "$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS)"; rc=0; \
+	$(BUILD)/tools/ingot bench --commit $(COMMIT) $(BENCH_ARGS) || rc=$$?; \
+	test $$rc -ne 2 || exit 2; \
+	case " $(BENCH_ARGS) " in \
+	  *" --list "*|*" --help "*|*" -h "*) exit $$rc;; \
+	  *" --cpu "*) ;; \
+	  *) if $(BUILD)/tools/ingot version | grep -q '^backends: cpu, cuda'; then exit $$rc; fi;; \
+	esac; \
+	py=$(PYTHON); $$py -c "import numpy, pytest" >/dev/null 2>&1 || \
+	  { test -x $(VENV)/bin/python && py=$(VENV)/bin/python; }; \
+	echo; echo "$$py bench/numpy_cpu.py $(BENCH_PY_ARGS)"; \
+	INGOT_LIBRARY=$(CURDIR)/$(BUILD)/libingot.so PYTHONPATH=$(CURDIR)/python \
+	  $$py bench/numpy_cpu.py $(BENCH_PY_ARGS) || rc=1; \
+	exit $$rc
 
 test: test-c test-asan test-python test-wheel test-install test-fuzz
 
