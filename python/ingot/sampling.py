@@ -239,10 +239,18 @@ def _wrong_dtype(name, dtype, kind):
                      f"{accepted} dtype, converted)")
 
 
+_NUMPY_EXACT = {}  # kind -> the numpy dtypes used as they are (filled on first use)
+
+
 def _numpy_param(name, value, kind, shape):
     """``value`` as a host array of ``kind`` (the conversion rule)."""
     import numpy
 
+    if not _NUMPY_EXACT:
+        _NUMPY_EXACT.update({k: tuple(numpy.dtype(n) for n in names) for k, names in (
+            ("f32", ("float32",)), ("i32", ("int32",)), ("u64", ("int64", "uint64")))})
+    if type(value) is numpy.ndarray and value.dtype in _NUMPY_EXACT[kind]:
+        return value  # the hot path: already what the library takes (native byte order)
     exact = {"f32": ("float32",), "i32": ("int32",), "u64": ("int64", "uint64")}[kind]
     if _is_scalar(value):
         if shape is None:
