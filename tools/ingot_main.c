@@ -3,6 +3,7 @@
  *
  *   ingot bench [options]   check every op against the CPU reference, time it
  *   ingot quantize IN OUT   safetensors -> safetensors with NVFP4 weights
+ *   ingot ple load PATH...  a checkpoint's n-gram (PLE) table into host memory
  *   ingot version           library and header versions, backends available
  *   ingot help [COMMAND]    usage
  *
@@ -15,6 +16,7 @@
 
 #include "bench.h"
 #include "ingot/ingot.h"
+#include "ple_cli.h"
 #include "quantize/quantize.h"
 
 static void usage(FILE *f) {
@@ -26,6 +28,8 @@ static void usage(FILE *f) {
           "            (ingot bench --help for its options)\n"
           "  quantize  copy a .safetensors file with chosen weights in NVFP4\n"
           "            (ingot quantize --help for its options)\n"
+          "  ple load  load a checkpoint's n-gram (PLE) table into host memory\n"
+          "            (ingot ple --help for its options)\n"
           "  version   print the library and header versions and the backends\n"
           "  help      print this text (ingot help COMMAND: that command's options)\n");
 }
@@ -69,6 +73,10 @@ int main(int argc, char **argv) {
       char *args[] = {argv[2], (char *)"--help"};
       return quantize_main(2, args);
     }
+    if (argc > 2 && strcmp(argv[2], "ple") == 0) {
+      char *args[] = {argv[2], (char *)"--help"};
+      return ple_main(2, args);
+    }
     if (argc > 2) {
       fprintf(stderr, "ingot: no help for unknown command '%s'\n", argv[2]);
       usage(stderr);
@@ -79,6 +87,7 @@ int main(int argc, char **argv) {
   }
 
   if (strcmp(cmd, "quantize") == 0) return quantize_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "ple") == 0) return ple_main(argc - 1, argv + 1);
 
   fprintf(stderr, "ingot: unknown command '%s'\n", cmd);
   usage(stderr);

@@ -350,6 +350,88 @@ INGOT_API ingot_status ingot_ngram_embed(ingot_context_t ctx, const ingot_ngram_
                                          const ingot_tensor *out,
                                          struct CUstream_st *stream);
 
+/* ---- Loading a checkpoint's table (host only, no context) ---------------- */
+/*
+ * A checkpoint ships the table as safetensors tensors, in any number of
+ * files, in any order:
+ *   <prefix>ngram_embedding.shard_<i>.weight   F8_E4M3 [rows_i, D], i = 0..S-1
+ *   <prefix>ngram_embedding.weight_scale       F32 or BF16, shape [] or [1]
+ * The table [R, D] is the shards concatenated in index order
+ * (R = sum rows_i); the scale is the `scale` of ingot_ngram_gather / embed.
+ *
+ * paths, num_paths  num_paths >= 1 non-empty paths. A path that is a
+ *          directory stands for its *.safetensors files (not recursive;
+ *          names starting with '.' skipped). Links are followed. Every file
+ *          named or found must be a regular, valid safetensors file, opened
+ *          once: a file reached twice (the same path twice, a directory and
+ *          a file in it, two links) is refused. Files without a tensor of
+ *          the table are read (header only) and then ignored.
+ * prefix   the text before "ngram_embedding." in the names ("" for none,
+ *          e.g. "model." or "model.layers.3."), or NULL: the one prefix of
+ *          the shards found (shards of two prefixes: an error that names
+ *          both).
+ *
+ * Checks, in this order, before anything is written: every file's header
+ * (strict JSON, dtypes, shapes, offsets within the file: a truncated file is
+ * refused); under the prefix, every "shard_" name is exactly shard_<i>.weight
+ * (i decimal, no leading zeros, below 10^9); every shard 0..S-1 is present
+ * once (a missing or duplicate index is named); each is F8_E4M3, 2-D, with
+ * D >= 1 equal to row_bytes (probe: to shard_0's); the rows' total fits;
+ * weight_scale is present once, F32 or BF16, shape [] or [1], finite. Other
+ * tensors under the prefix ("<prefix>ngram_embedding.something") are ignored.
+ *
+ * Errors (text in ingot_last_error(NULL), naming the file, the tensor and
+ * the value): INVALID_ARGUMENT for a bad argument or any file that breaks a
+ * rule above, cannot be opened or read; ALLOC_FAILED when host memory for
+ * the headers runs out. Memory: about three times the headers' bytes (a
+ * few KB to a few MB per file), never the table. Thread-safe: several loads
+ * may run at once (the error text is per thread).
+ */
+
+/* Called by ingot_ngram_table_load on the calling thread, only once every
+ * check has passed: first with bytes_done = 0, then after each chunk read
+ * (at most 64 MiB), the last call with bytes_done = bytes_total. A read that
+ * fails ends the calls there (the load returns its error). */
+typedef void (*ingot_ngram_table_progress_fn)(int64_t bytes_done, int64_t bytes_total,
+                                              void *user);
+
+/* Finds and checks the table as above, reading only headers and the scale:
+ * *rows = R, *row_bytes = D, *num_shards = S, *weight_scale (each output may
+ * be NULL; written only on success). For sizing the buffer of
+ * ingot_ngram_table_load when the configuration is not at hand. */
+INGOT_API ingot_status ingot_ngram_table_probe(const char *const *paths, int32_t num_paths,
+                                               const char *prefix, int64_t *rows,
+                                               int64_t *row_bytes, int32_t *num_shards,
+                                               float *weight_scale);
+
+/* Loads the table into dst: dst[0, R*D) <- the shards in index order, byte
+ * for byte; *weight_scale <- the scale (weight_scale may be NULL).
+ *   expected_rows  R the configuration needs (ingot_ngram_table_rows), >= 1:
+ *                  the shards must hold exactly that many rows.
+ *   row_bytes      D, >= 1: every shard's D must equal it.
+ *   dst, dst_bytes host memory the host can write (pinned with
+ *                  cudaHostAlloc / cudaHostRegister for a CUDA gather over
+ *                  UVA, or plain memory); dst_bytes >= expected_rows *
+ *                  row_bytes. CUDA device memory is refused (in a CUDA
+ *                  build). Bytes past R*D are not touched.
+ *   progress       optional (NULL), with progress_user passed through.
+ * Each shard is read in chunks straight into its place in dst (no second
+ * copy, no allocation of table size).
+ * Nothing half-loaded: the arguments and every check above pass before the
+ * first byte of dst is written, so a check that fails leaves dst untouched.
+ * If a read fails after that (an I/O error, a file truncated while being
+ * read) the call returns INVALID_ARGUMENT naming the file and the bytes dst
+ * received are set to zero (the rest untouched), so that dst never holds
+ * part of a table. (Files are read through the descriptors that were
+ * checked, so a file replaced meanwhile is not mixed in; one rewritten in
+ * place during the load cannot be detected.) */
+INGOT_API ingot_status ingot_ngram_table_load(const char *const *paths, int32_t num_paths,
+                                              const char *prefix, int64_t expected_rows,
+                                              int64_t row_bytes, void *dst, int64_t dst_bytes,
+                                              float *weight_scale,
+                                              ingot_ngram_table_progress_fn progress,
+                                              void *progress_user);
+
 /* ------------------------------------------------------------------------ */
 /* NVFP4 (E2M1 values, E4M3 block scales, fp32 global scale)                 */
 /* ------------------------------------------------------------------------ */

@@ -67,6 +67,7 @@ from .nvfp4 import (
     nvfp4_swizzle_scales,
     nvfp4_unswizzle_scales,
 )
+from .ple import NgramTable, NgramTableInfo, ngram_table_load, ngram_table_probe
 from .sampling import (
     SAMPLING_MAX_TOP,
     SAMPLING_ROW_BAD_ENTRY,
@@ -92,6 +93,8 @@ __all__ = [
     "backend_available", "default_context", "ingot_ngram_config", "ingot_nvfp4_matrix",
     "ingot_tensor", "last_error", "lib", "library_path", "ngram_commit_context", "ngram_embed",
     "ngram_gather", "ngram_row_ids",
+    # Loading a checkpoint's n-gram table
+    "NgramTable", "NgramTableInfo", "ngram_table_load", "ngram_table_probe",
     "reinterpret", "status_name", "status_string", "version", "version_number",
     # NVFP4
     "E2M1_VALUES", "NVFP4_BLOCK", "NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE", "NVFP4_SCALE_COLS",

@@ -1,7 +1,7 @@
 /*
- * Fuzz target: the safetensors reader of `ingot quantize` on a whole file
- * held in memory (st_open_memory: header length, UTF-8, strict JSON, cJSON,
- * entries, offsets), then the planner and the output header it builds: once
+ * Fuzz target: the safetensors reader of the library and `ingot quantize`
+ * (src/io/safetensors_read.c) on a whole file held in memory (st_open_memory:
+ * header length, UTF-8, strict JSON, entries, offsets), then the planner and the output header it builds: once
  * with --pattern '*', once also with a --gate-up pair of the first two
  * tensors whose OUT name is the first bytes of the data section.
  *
@@ -63,9 +63,10 @@ static void check_accepted(const st_file *f) {
       finding("accepted", "names not unique or not sorted in by_name");
   for (size_t i = 0; i < f->nt; i++)
     if (st_find(f, f->t[i].name) != (int)i) finding("accepted", "st_find misses a tensor");
-  if (f->metadata != NULL)
-    for (const cJSON *e = f->metadata->child; e != NULL; e = e->next)
-      if (!cJSON_IsString(e) || e->string == NULL) finding("accepted", "non-string metadata");
+  for (size_t k = 0; k < f->n_meta; k++)
+    if (f->meta[k].key == NULL || f->meta[k].value == NULL)
+      finding("accepted", "metadata without a key or value");
+  if (f->n_meta > 0 && !f->metadata_seen) finding("accepted", "metadata without __metadata__");
 }
 
 /* ---- the model: an independent strict reading of the header --------------------------- */
@@ -496,13 +497,10 @@ static void check_against_model(const st_file *f) {
       if (mt->shape[d] != t->shape[d]) bad = "a shape";
   }
   size_t nmeta = 0;
-  if (f->metadata != NULL) {
-    const cJSON *e = f->metadata->child;
-    for (; e != NULL && bad == NULL; e = e->next, nmeta += 2)
-      if (nmeta + 1 >= m.nmeta || strcmp(m.meta[nmeta], e->string) != 0 ||
-          strcmp(m.meta[nmeta + 1], e->valuestring) != 0)
-        bad = "metadata";
-  }
+  for (size_t k = 0; k < f->n_meta && bad == NULL; k++, nmeta += 2)
+    if (nmeta + 1 >= m.nmeta || strcmp(m.meta[nmeta], f->meta[k].key) != 0 ||
+        strcmp(m.meta[nmeta + 1], f->meta[k].value) != 0)
+      bad = "metadata";
   if (bad == NULL && nmeta != m.nmeta) bad = "the metadata count";
   m_free(&m);
   if (bad != NULL) finding("the reader and the strict model read differently", bad);
@@ -553,9 +551,9 @@ static void plan_and_reread(const st_file *f, int gate_up, const char *gate_up_o
     size_t copies = 0;
     for (size_t k = 0; k < p.no; k++) copies += p.outs[k].kind == OUT_COPY;
     if (out.nt != copies + 3 * p.nj) finding("plan", "output tensor count");
-    if (out.metadata == NULL ||
-        cJSON_GetObjectItemCaseSensitive(out.metadata, "ingot.quantize") == NULL)
-      finding("plan", "no ingot.quantize record in the output metadata");
+    int record = 0;
+    for (size_t k = 0; k < out.n_meta; k++) record += strcmp(out.meta[k].key, "ingot.quantize") == 0;
+    if (record != 1) finding("plan", "not one ingot.quantize record in the output metadata");
     check_accepted(&out);
     check_against_model(&out);
     st_close(&out);

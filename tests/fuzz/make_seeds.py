@@ -5,11 +5,14 @@
   cases, valid files), so that the fuzzer starts from every case the
   regression tests pin (needs numpy, ml_dtypes and pytest);
 - tests/fuzz/corpus/fuzz_op_args/: for every op of fuzz_op_args.c (OPS below,
-  in its order), a valid call and two perturbed ones.
+  in its order), a valid call and two perturbed ones;
+- tests/fuzz/corpus/fuzz_ple_load/: small n-gram table checkpoints of
+  python/tests/ple_files.py over 1-4 files, good and broken (its BROKEN
+  cases), in the input format of fuzz_ple_load.c (pure Python).
 
 Run it again after adding such a case or an op:
 
-    python3 tests/fuzz/make_seeds.py [header|ops]
+    python3 tests/fuzz/make_seeds.py [header|ops|ple]
 
 Existing files of the same name are overwritten; others are left alone."""
 
@@ -23,6 +26,7 @@ sys.path.insert(0, str(ROOT / "python" / "tests"))
 
 OUT = ROOT / "tests" / "fuzz" / "corpus" / "fuzz_safetensors_header"
 OPS_OUT = ROOT / "tests" / "fuzz" / "corpus" / "fuzz_op_args"
+PLE_OUT = ROOT / "tests" / "fuzz" / "corpus" / "fuzz_ple_load"
 
 # The op table of fuzz_op_args.c, in order (the first input byte picks one).
 OPS = ["gemm_workspace_size", "geglu_workspace_size", "mlp_workspace_size",
@@ -92,9 +96,48 @@ def header_seeds():
     print(f"{len(files)} seeds in {OUT.relative_to(ROOT)}")
 
 
+def ple_input(files, prefix=None, row_bytes=None):
+    """fuzz_ple_load.c's input: flags, row_bytes, the prefix, then the files
+    (each but the last behind a 4-byte little-endian length)."""
+    import struct
+
+    flags = (len(files) - 1) | (4 if prefix is not None else 0) | (8 if row_bytes else 0)
+    p = (prefix or "").encode()
+    blob = bytes([flags, row_bytes or 0, len(p)]) + p
+    for f in files[:-1]:
+        blob += struct.pack("<I", len(f)) + f
+    return blob + files[-1]
+
+
+def ple_seeds():
+    from ple_files import BROKEN, Checkpoint
+
+    PLE_OUT.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for n in range(1, 5):
+        c = Checkpoint(seed=n, shards=n + 2, dim=8, files=n, max_rows=5)
+        files[f"ok-{n}-files"] = ple_input(c.file_bytes())
+        files[f"ok-{n}-files-prefix-d"] = ple_input(c.file_bytes(), "model.", 8)
+    c = Checkpoint(seed=9, shards=3, dim=6, files=2, prefix="", max_rows=4)
+    files["ok-empty-prefix"] = ple_input(c.file_bytes(), "")
+    for case, (edit, _) in BROKEN.items():
+        c = Checkpoint(seed=5, shards=6, dim=4, files=3, max_rows=4)
+        edit(c)
+        files[f"bad-{slug(case)}"] = ple_input(c.file_bytes())
+    c = Checkpoint(seed=6, shards=3, dim=4, files=2, max_rows=4)
+    blobs = c.file_bytes()
+    files["bad-truncated-file"] = ple_input([blobs[0][:-3], blobs[1]])
+    files["bad-row-bytes"] = ple_input(blobs, None, 5)
+    for name, blob in sorted(files.items()):
+        (PLE_OUT / name).write_bytes(blob)
+    print(f"{len(files)} seeds in {PLE_OUT.relative_to(ROOT)}")
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
     if which in ("all", "ops"):
         op_seeds()
     if which in ("all", "header"):
         header_seeds()
+    if which in ("all", "ple"):
+        ple_seeds()

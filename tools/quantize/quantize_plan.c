@@ -6,7 +6,7 @@
  * naturally aligned) and builds the output header with its "ingot.quantize"
  * metadata record.
  *
- * Trust: the input file was checked by safetensors_read.c (shapes, dtypes,
+ * Trust: the input file was checked by src/io/safetensors_read.c (shapes, dtypes,
  * offsets, unique names); the patterns and --gate-up names come from the
  * command line and are checked here against the file. Reads no data.
  */
@@ -14,6 +14,7 @@
 
 #include "quantize_plan.h"
 
+#include <cjson/cJSON.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -293,11 +294,11 @@ static int build_header(qplan *p) {
   if (record == NULL) return st_fail(p->err, "out of memory");
   st_header h;
   st_header_begin(&h);
-  if (p->in->metadata != NULL)
-    for (const cJSON *e = p->in->metadata->child; e != NULL; e = e->next) {
-      if (strcmp(e->string, METADATA_KEY) == 0) continue; /* replaced below */
-      st_header_meta(&h, e->string, e->valuestring);
-    }
+  for (size_t k = 0; k < p->in->n_meta; k++) {
+    const st_meta *e = &p->in->meta[k];
+    if (strcmp(e->key, METADATA_KEY) == 0) continue; /* replaced below */
+    st_header_meta(&h, e->key, e->value);
+  }
   st_header_meta(&h, METADATA_KEY, record);
   cJSON_free(record);
   for (size_t k = 0; k < p->no; k++) {

@@ -4,7 +4,7 @@
  * (alone, or as --gate-up pairs), the output names, shapes and layout, and
  * the output header.
  *
- * Trust: the input is an st_file that safetensors_read.c has checked; the
+ * Trust: the input is an st_file that src/io/safetensors_read.c has checked; the
  * patterns and names come from the command line. Built only with cJSON.
  */
 #ifndef INGOT_TOOLS_QUANTIZE_PLAN_H

@@ -1,37 +1,37 @@
 /*
- * The safetensors reader of `ingot quantize`: opens IN, reads the 8-byte
- * header length and the JSON header and checks everything a reader relies
- * on: UTF-8, strict JSON, dtypes, shapes, offsets in range and covering the
- * data section exactly, byte lengths, unique names and keys.
+ * The safetensors reader of the library's PLE table loader and of `ingot
+ * quantize`: opens a file, reads the 8-byte header length and the JSON
+ * header and checks everything a reader relies on: UTF-8, strict JSON,
+ * dtypes, shapes, offsets in range and covering the data section exactly,
+ * byte lengths, unique names and keys.
  *
  * Trust: none in the file. Every length, count and offset comes from it and
  * is checked before use; the tensors' data bytes are only copied. What it
- * accepts may be used as it is by the planner and the writer.
+ * accepts may be used as it is by its callers.
  *
  * JSON in two passes. First a strict check of the raw header bytes
- * (json_check below, which builds nothing), then cJSON builds the tree that
- * the rest reads. cJSON alone is lenient where the reference reader
- * (safetensors' serde_json) is not: it skips every byte <= 0x20 between
- * tokens (NUL included), takes raw control bytes inside strings (a raw NUL
- * cuts a C string short: another name), reads numbers with strtod (so -0,
- * 1.000, 1e3 and 9007199254740993 pass as integers, the last one rounded)
- * and keeps duplicate keys, answering lookups with the first. A file could
- * then mean one thing here and another to other readers. The check accepts
- * only RFC 8259 JSON within serde_json's rules: whitespace is space, tab,
- * LF, CR; strings escape every control character and pair their \u
- * surrogates; numbers follow the RFC grammar (no leading zeros, '+', bare
- * '.' or 'e'); nesting is at most 128 deep (serde_json's limit, below
- * cJSON's 1000). On that subset cJSON reads what serde_json reads. Where the
- * format needs an integer (shape and data_offsets) the check also demands
- * plain digits, at most 2^53, which strtod reads exactly. Duplicate keys are
- * refused after cJSON: in the top level, __metadata__ and each tensor entry
- * (sort + adjacent compare, O(n log n)). We keep cJSON for the tree rather
- * than build one of our own: the planner and the writer use it (metadata is
- * passed through), and a grammar check that builds nothing is less code to
- * trust than a second parser. \u0000 is refused too (a C string cannot carry
- * it).
+ * (json_check below, which builds nothing), then a reader of the checked
+ * text (the r_* functions below) that decodes what the format defines: the
+ * tensor entries and the string metadata. The check accepts only RFC 8259 JSON
+ * within the rules of the reference reader (safetensors' serde_json):
+ * whitespace is space, tab, LF, CR; strings escape every control character
+ * and pair their \u surrogates; numbers follow the RFC grammar (no leading
+ * zeros, '+', bare '.' or 'e'); nesting is at most 128 deep (serde_json's
+ * limit). Lenient readers differ exactly there (a raw NUL cuts a C string
+ * short: another name; strtod reads -0, 1.000, 1e3 and 9007199254740993 as
+ * integers, the last one rounded; duplicate keys answer lookups with the
+ * first), so a file could otherwise mean one thing here and another to other
+ * readers. Where the format needs an integer (shape and data_offsets) the
+ * check also demands plain digits, at most 2^53. Duplicate keys are refused
+ * after the check: in the top level, __metadata__ and each tensor entry
+ * (sort + adjacent compare, O(n log n)). \u0000 is refused too (a C string
+ * cannot carry it). The second pass never meets a syntax error, so it is
+ * short: it only walks tokens the check has accepted.
+ *
+ * No global state: two threads may read two files at once.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _FILE_OFFSET_BITS 64 /* files over 2 GiB where off_t would be 32-bit */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,9 +42,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "safetensors.h"
-
-#define MAX_JSON_INT 9007199254740992.0 /* 2^53: the integers a double holds exactly */
+#include "safetensors_read.h"
 
 /* Every dtype of the safetensors format (including the sub-byte ones of
  * recent versions: their tensors are copied, never quantized). */
@@ -63,7 +61,7 @@ const st_dtype st_dtypes[] = {
 #define N_ST_DTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 const int st_n_dtypes = N_ST_DTYPES;
 
-static int st_dtype_find(const char *name) {
+int st_dtype_find(const char *name) {
   for (int i = 0; i < N_ST_DTYPES; i++)
     if (strcmp(st_dtypes[i].name, name) == 0) return i;
   return -1;
@@ -79,6 +77,15 @@ static uint64_t le64(const unsigned char b[8]) {
 
 int st_read_at(st_file *f, void *buf, size_t n, uint64_t off, const char *what) {
   unsigned char *p = buf;
+  if (f->fd < 0) { /* st_open_memory (or a header alone: no bytes) */
+    if (f->memory == NULL || off > f->file_size || n > f->file_size - off)
+      return st_fail(f->err,
+                     "%s: reading %s: %zu bytes at byte %" PRIu64 " are past the end (%" PRIu64
+                     " bytes)",
+                     f->path, what, n, off, f->memory == NULL ? 0 : f->file_size);
+    if (n > 0) memcpy(p, f->memory + off, n);
+    return 0;
+  }
   while (n > 0) {
     size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
     ssize_t got = pread(f->fd, p, chunk, (off_t)off);
@@ -125,17 +132,6 @@ size_t st_utf8_invalid_at(const unsigned char *s, size_t n) {
     i += len;
   }
   return n;
-}
-
-/* A JSON number that is a non-negative integer a double holds exactly. */
-static int json_u64(const cJSON *v, uint64_t *out) {
-  if (!cJSON_IsNumber(v)) return 0;
-  double d = v->valuedouble;
-  if (!(d >= 0.0 && d <= MAX_JSON_INT)) return 0;
-  uint64_t u = (uint64_t)d;
-  if ((double)u != d) return 0;
-  *out = u;
-  return 1;
 }
 
 /* A short, printable excerpt of the header around byte `at`, for messages. */
@@ -272,7 +268,7 @@ static int j_string(const jcheck *j, size_t *pi) {
     if (v == 0)
       return st_fail(j->f->err,
                      "%s: header: a string holds a NUL character (\\u0000 at byte %zu), which "
-                     "ingot quantize cannot carry",
+                     "ingot cannot carry",
                      path, i);
     if (v >= 0xdc00 && v <= 0xdfff)
       return st_fail(j->f->err,
@@ -570,37 +566,179 @@ static int json_check(st_file *f, size_t hn) {
   return 0;
 }
 
-/* ---- checks --------------------------------------------------------------------------- */
+/* ---- reading the checked JSON (the second pass) ------------------------------------ */
 
-/* qsort has no context argument: the comparators read this. */
-static const st_file *sort_ctx;
+/* A cursor over header text that json_check accepted: no syntax error can
+ * occur, and every value ends before the header's terminating NUL. */
+typedef struct {
+  const unsigned char *s;
+  size_t i;
+  char *out; /* the next free byte of st_file.strings */
+} jread;
 
-static int cmp_by_name(const void *a, const void *b) {
-  return strcmp(sort_ctx->t[*(const size_t *)a].name, sort_ctx->t[*(const size_t *)b].name);
+/* An object member: its decoded key and where its value starts. */
+typedef struct {
+  const char *key;
+  size_t value_at;
+} jmember;
+
+static void r_ws(jread *r) {
+  while (j_is_ws(r->s[r->i])) r->i++;
 }
 
-static int cmp_by_offset(const void *a, const void *b) {
-  const st_tensor *x = &sort_ctx->t[*(const size_t *)a], *y = &sort_ctx->t[*(const size_t *)b];
+/* Moves past the string whose opening quote is at r->i. */
+static void r_skip_string(jread *r) {
+  size_t i = r->i + 1;
+  while (r->s[i] != '"') i += r->s[i] != '\\' ? 1 : r->s[i + 1] == 'u' ? 6 : 2;
+  r->i = i + 1;
+}
+
+/* Decodes the string at r->i into st_file.strings and moves past it. The
+ * decoded text plus its NUL is shorter than the quoted text, and no string
+ * is decoded twice, so header_len + 1 bytes hold them all. */
+static const char *r_string(jread *r) {
+  char *out = r->out;
+  size_t len = j_unescape(r->s, r->i, out, SIZE_MAX);
+  out[len] = '\0';
+  r->out += len + 1;
+  r_skip_string(r);
+  return out;
+}
+
+static int r_ends_scalar(unsigned c) {
+  return c == ',' || c == '}' || c == ']' || c == '\0' || j_is_ws(c);
+}
+
+/* Moves past the value at r->i, nested ones included. */
+static void r_skip_value(jread *r) {
+  size_t depth = 0;
+  do {
+    unsigned c = r->s[r->i];
+    if (c == '"') {
+      r_skip_string(r);
+    } else if (c == '{' || c == '[') {
+      depth++, r->i++;
+    } else if (c == '}' || c == ']') {
+      depth--, r->i++;
+    } else if (c == ',' || c == ':' || j_is_ws(c)) {
+      r->i++;
+    } else { /* a number or a literal */
+      while (!r_ends_scalar(r->s[r->i])) r->i++;
+    }
+  } while (depth > 0);
+}
+
+/* The members of the object at r->i, keys decoded, in order: *out
+ * (malloc'd, *n of them); r moves past the object. -1 when out of memory. */
+static int r_members(st_file *f, jread *r, jmember **out, size_t *n) {
+  jmember *m = NULL;
+  size_t k = 0, cap = 0;
+  r->i++;
+  r_ws(r);
+  if (r->s[r->i] == '}') {
+    r->i++;
+  } else {
+    for (;;) {
+      if (k == cap) {
+        cap = cap ? 2 * cap : 8;
+        jmember *grown = realloc(m, sizeof *m * cap);
+        if (grown == NULL) {
+          free(m);
+          return st_fail_oom(f->err, "out of memory");
+        }
+        m = grown;
+      }
+      m[k].key = r_string(r);
+      r_ws(r);
+      r->i++; /* ':' */
+      r_ws(r);
+      m[k].value_at = r->i;
+      r_skip_value(r);
+      r_ws(r);
+      k++;
+      if (r->s[r->i++] == '}') break; /* else ',' */
+      r_ws(r);
+    }
+  }
+  *out = m;
+  *n = k;
+  return 0;
+}
+
+/* The elements of the array at `at`: their count, and in vals[0, cap) the
+ * integers among the first cap of them; *first_bad is the index of the first
+ * element (below cap) that is not a number, or -1. The check let numbers
+ * through in shape and data_offsets only as plain digits <= 2^53. */
+static size_t r_array_u64(const unsigned char *s, size_t at, uint64_t *vals, size_t cap,
+                          int *first_bad) {
+  jread r = {s, at + 1, NULL};
+  size_t k = 0;
+  *first_bad = -1;
+  r_ws(&r);
+  if (s[r.i] == ']') return 0;
+  for (;; k++) {
+    if (k < cap) {
+      if (j_is_digit(s[r.i])) {
+        uint64_t v = 0;
+        for (; j_is_digit(s[r.i]); r.i++) v = v * 10 + (uint64_t)(s[r.i] - '0');
+        vals[k] = v;
+      } else {
+        if (*first_bad < 0) *first_bad = (int)k;
+        r_skip_value(&r);
+      }
+    } else {
+      r_skip_value(&r);
+    }
+    r_ws(&r);
+    if (s[r.i++] == ']') return k + 1; /* else ',' */
+    r_ws(&r);
+  }
+}
+
+static const jmember *member_named(const jmember *m, size_t n, const char *key) {
+  for (size_t k = 0; k < n; k++)
+    if (strcmp(m[k].key, key) == 0) return &m[k];
+  return NULL;
+}
+
+/* ---- checks --------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *name;
+  size_t index;
+} name_ref;
+
+typedef struct {
+  uint64_t begin, end;
+  size_t index;
+} range_ref;
+
+static int cmp_name_ref(const void *a, const void *b) {
+  const name_ref *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  if (c != 0) return c;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int cmp_range_ref(const void *a, const void *b) {
+  const range_ref *x = a, *y = b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
-  return 0;
+  return x->index < y->index ? -1 : x->index > y->index;
 }
 
 static int cmp_cstr(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A key that appears twice among the members of obj (*dup, NULL if none):
- * sort + adjacent compare. -1 when out of memory. */
-static int duplicate_key(st_file *f, const cJSON *obj, const char **dup) {
-  size_t k = 0;
+/* A key that appears twice among the members (*dup, NULL if none): sort +
+ * adjacent compare. -1 when out of memory. */
+static int duplicate_key(st_file *f, const jmember *m, size_t k, const char **dup) {
   *dup = NULL;
-  for (const cJSON *e = obj->child; e != NULL; e = e->next) k++;
   if (k < 2) return 0;
   const char **keys = malloc(sizeof *keys * k);
-  if (keys == NULL) return st_fail(f->err, "out of memory");
-  k = 0;
-  for (const cJSON *e = obj->child; e != NULL; e = e->next) keys[k++] = e->string;
+  if (keys == NULL) return st_fail_oom(f->err, "out of memory");
+  for (size_t i = 0; i < k; i++) keys[i] = m[i].key;
   qsort(keys, k, sizeof *keys, cmp_cstr);
   for (size_t i = 1; i < k && *dup == NULL; i++)
     if (strcmp(keys[i], keys[i - 1]) == 0) *dup = keys[i];
@@ -608,49 +746,66 @@ static int duplicate_key(st_file *f, const cJSON *obj, const char **dup) {
   return 0;
 }
 
-static int parse_tensor(st_file *f, const cJSON *item, st_tensor *t) {
-  t->name = item->string;
-  if (!cJSON_IsObject(item))
-    return st_fail(f->err, "%s: tensor '%s': its header entry is not a JSON object", f->path,
-                   t->name);
+/* The entry of tensor t->name, whose value starts at `at`. */
+static int parse_tensor_fields(st_file *f, jread *r, const jmember *m, size_t n, st_tensor *t) {
   const char *dup;
-  if (duplicate_key(f, item, &dup)) return -1;
+  if (duplicate_key(f, m, n, &dup)) return -1;
   if (dup != NULL)
     return st_fail(f->err, "%s: tensor '%s': field \"%s\" appears twice in its header entry",
                    f->path, t->name, dup);
-  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
-  const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-  if (!cJSON_IsString(dtype))
+  const jmember *dtype = member_named(m, n, "dtype");
+  const jmember *shape = member_named(m, n, "shape");
+  const jmember *offsets = member_named(m, n, "data_offsets");
+  if (dtype == NULL || r->s[dtype->value_at] != '"')
     return st_fail(f->err, "%s: tensor '%s': \"dtype\" missing or not a string", f->path,
                    t->name);
-  if ((t->dtype = st_dtype_find(dtype->valuestring)) < 0)
-    return st_fail(f->err, "%s: tensor '%s': unknown dtype \"%s\"", f->path, t->name,
-                   dtype->valuestring);
-  if (!cJSON_IsArray(shape))
+  r->i = dtype->value_at;
+  const char *dtype_name = r_string(r);
+  if ((t->dtype = st_dtype_find(dtype_name)) < 0)
+    return st_fail(f->err, "%s: tensor '%s': unknown dtype \"%s\"", f->path, t->name, dtype_name);
+  if (shape == NULL || r->s[shape->value_at] != '[')
     return st_fail(f->err, "%s: tensor '%s': \"shape\" missing or not an array", f->path,
                    t->name);
-  t->ndim = cJSON_GetArraySize(shape);
-  t->shape = malloc(sizeof *t->shape * (size_t)(t->ndim > 0 ? t->ndim : 1));
-  if (t->shape == NULL) return st_fail(f->err, "out of memory");
-  int d = 0;
-  for (const cJSON *v = shape->child; v != NULL; v = v->next, d++)
-    if (!json_u64(v, &t->shape[d]))
-      return st_fail(f->err, "%s: tensor '%s': shape[%d] is not a non-negative integer", f->path,
-                     t->name, d);
-  if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
+  int bad;
+  size_t ndim = r_array_u64(r->s, shape->value_at, NULL, 0, &bad);
+  t->ndim = (int)ndim; /* < header_len <= ST_MAX_HEADER_BYTES */
+  t->shape = malloc(sizeof *t->shape * (ndim > 0 ? ndim : 1));
+  if (t->shape == NULL) return st_fail_oom(f->err, "out of memory");
+  r_array_u64(r->s, shape->value_at, t->shape, ndim, &bad);
+  if (bad >= 0)
+    return st_fail(f->err, "%s: tensor '%s': shape[%d] is not a non-negative integer", f->path,
+                   t->name, bad);
+  uint64_t pair[2];
+  if (offsets == NULL || r->s[offsets->value_at] != '[' ||
+      r_array_u64(r->s, offsets->value_at, pair, 2, &bad) != 2)
     return st_fail(f->err,
                    "%s: tensor '%s': \"data_offsets\" missing or not an array [begin, end]",
                    f->path, t->name);
-  if (!json_u64(offsets->child, &t->begin) || !json_u64(offsets->child->next, &t->end))
+  if (bad >= 0)
     return st_fail(f->err, "%s: tensor '%s': data_offsets are not non-negative integers",
                    f->path, t->name);
+  t->begin = pair[0];
+  t->end = pair[1];
   if (t->end < t->begin)
     return st_fail(f->err,
                    "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
                    "] end before they begin",
                    f->path, t->name, t->begin, t->end);
   return 0;
+}
+
+static int parse_tensor(st_file *f, jread *r, const char *name, size_t at, st_tensor *t) {
+  t->name = name;
+  if (r->s[at] != '{')
+    return st_fail(f->err, "%s: tensor '%s': its header entry is not a JSON object", f->path,
+                   t->name);
+  r->i = at;
+  jmember *m;
+  size_t n;
+  if (r_members(f, r, &m, &n)) return -1;
+  int rc = parse_tensor_fields(f, r, m, n, t);
+  free(m);
+  return rc;
 }
 
 /* Byte length of a tensor from its shape and dtype; -1 on overflow or a
@@ -672,24 +827,41 @@ static int tensor_bytes(st_file *f, const st_tensor *t, uint64_t *bytes) {
   return 0;
 }
 
-static int parse_metadata(st_file *f, const cJSON *m) {
-  if (f->metadata_seen++)
-    return st_fail(f->err, "%s: header: \"__metadata__\" appears twice", f->path);
-  if (cJSON_IsNull(m)) return 0; /* readers take null for "no metadata" */
-  if (!cJSON_IsObject(m))
-    return st_fail(f->err, "%s: header: \"__metadata__\" is not a JSON object", f->path);
-  for (const cJSON *e = m->child; e != NULL; e = e->next)
-    if (!cJSON_IsString(e))
+static int parse_metadata_members(st_file *f, jread *r, const jmember *m, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (r->s[m[k].value_at] != '"')
       return st_fail(f->err,
                      "%s: header: __metadata__ entry '%s' is not a string (safetensors metadata "
                      "maps strings to strings)",
-                     f->path, e->string);
+                     f->path, m[k].key);
   const char *dup;
-  if (duplicate_key(f, m, &dup)) return -1;
+  if (duplicate_key(f, m, n, &dup)) return -1;
   if (dup != NULL)
     return st_fail(f->err, "%s: header: __metadata__ key '%s' appears twice", f->path, dup);
-  f->metadata = m;
+  f->meta = malloc(sizeof *f->meta * (n ? n : 1));
+  if (f->meta == NULL) return st_fail_oom(f->err, "out of memory");
+  for (size_t k = 0; k < n; k++) {
+    r->i = m[k].value_at;
+    f->meta[k].key = m[k].key;
+    f->meta[k].value = r_string(r);
+  }
+  f->n_meta = n;
   return 0;
+}
+
+static int parse_metadata(st_file *f, jread *r, size_t at) {
+  if (f->metadata_seen++)
+    return st_fail(f->err, "%s: header: \"__metadata__\" appears twice", f->path);
+  if (r->s[at] == 'n') return 0; /* null: readers take it for "no metadata" */
+  if (r->s[at] != '{')
+    return st_fail(f->err, "%s: header: \"__metadata__\" is not a JSON object", f->path);
+  r->i = at;
+  jmember *m;
+  size_t n;
+  if (r_members(f, r, &m, &n)) return -1;
+  int rc = parse_metadata_members(f, r, m, n);
+  free(m);
+  return rc;
 }
 
 /* The header length in len8, against the file's size: sets header_len and data_len. */
@@ -730,57 +902,38 @@ static int parse_header(st_file *f) {
   if (bad < hn)
     return st_fail(f->err, "%s: header: not valid UTF-8 (byte %zu of %zu)", f->path, bad, hn);
   if (json_check(f, hn)) return -1;
-  // After json_check only cJSON's own limits fail here (memory; numbers of
-  // more than 63 characters, which no field the reader uses can have).
-  const char *end = NULL;
-  f->root = cJSON_ParseWithLengthOpts(f->header, hn, &end, 0);
-  if (f->root == NULL) {
-    size_t at =
-        (end != NULL && end >= f->header && end <= f->header + hn) ? (size_t)(end - f->header) : 0;
-    size_t last = hn; /* one past the last non-blank byte */
-    while (last > 0 && (f->header[last - 1] == ' ' || f->header[last - 1] == '\t' ||
-                        f->header[last - 1] == '\n' || f->header[last - 1] == '\r'))
-      last--;
-    if (at + 1 >= last)
-      return st_fail(
-          f->err,
-          "%s: header: invalid JSON: it ends before the top-level object is complete (%zu bytes)",
-          f->path, hn);
-    char near[48];
-    excerpt(f->header, hn, at, near);
-    return st_fail(f->err, "%s: header: invalid JSON at byte %zu of %zu (near \"%s\")", f->path,
-                   at, hn, near);
-  }
-  for (const char *p = end; p < f->header + hn; p++)
-    if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-      char near[48];
-      excerpt(f->header, hn, (size_t)(p - f->header), near);
-      return st_fail(f->err,
-                     "%s: header: unexpected bytes after the JSON object at byte %zu (\"%s\")",
-                     f->path, (size_t)(p - f->header), near);
-    }
-  if (!cJSON_IsObject(f->root))
-    return st_fail(f->err, "%s: header: the JSON is not an object", f->path);
+  f->strings = malloc(hn + 1);
+  if (f->strings == NULL) return st_fail_oom(f->err, "out of memory (header of %zu bytes)", hn);
+  jread r = {(const unsigned char *)f->header, 0, f->strings};
+  r_ws(&r);
+  if (r.s[r.i] != '{') return st_fail(f->err, "%s: header: the JSON is not an object", f->path);
 
   // ---- entries
+  jmember *top;
+  size_t ntop;
+  if (r_members(f, &r, &top, &ntop)) return -1;
   size_t n = 0;
-  for (const cJSON *e = f->root->child; e != NULL; e = e->next)
-    if (strcmp(e->string, "__metadata__") != 0) n++;
+  for (size_t k = 0; k < ntop; k++)
+    if (strcmp(top[k].key, "__metadata__") != 0) n++;
   f->t = calloc(n ? n : 1, sizeof *f->t);
   f->by_name = calloc(n ? n : 1, sizeof *f->by_name);
-  if (f->t == NULL || f->by_name == NULL) return st_fail(f->err, "out of memory");
-  for (const cJSON *e = f->root->child; e != NULL; e = e->next) {
-    if (strcmp(e->string, "__metadata__") == 0) {
-      if (parse_metadata(f, e)) return -1;
-      continue;
-    }
-    if (parse_tensor(f, e, &f->t[f->nt++])) return -1;
+  int rc = f->t == NULL || f->by_name == NULL ? st_fail_oom(f->err, "out of memory") : 0;
+  for (size_t k = 0; k < ntop && rc == 0; k++) {
+    if (strcmp(top[k].key, "__metadata__") == 0)
+      rc = parse_metadata(f, &r, top[k].value_at);
+    else
+      rc = parse_tensor(f, &r, top[k].key, top[k].value_at, &f->t[f->nt++]);
   }
+  free(top);
+  if (rc) return rc;
 
   // ---- unique names
-  for (size_t i = 0; i < f->nt; i++) f->by_name[i] = i;
-  sort_ctx = f;
-  qsort(f->by_name, f->nt, sizeof *f->by_name, cmp_by_name);
+  name_ref *names = malloc(sizeof *names * (f->nt ? f->nt : 1));
+  if (names == NULL) return st_fail_oom(f->err, "out of memory");
+  for (size_t i = 0; i < f->nt; i++) names[i] = (name_ref){f->t[i].name, i};
+  qsort(names, f->nt, sizeof *names, cmp_name_ref);
+  for (size_t i = 0; i < f->nt; i++) f->by_name[i] = names[i].index;
+  free(names);
   for (size_t i = 1; i < f->nt; i++)
     if (strcmp(f->t[f->by_name[i]].name, f->t[f->by_name[i - 1]].name) == 0)
       return st_fail(f->err, "%s: header: tensor name '%s' appears twice", f->path,
@@ -804,21 +957,20 @@ static int parse_header(st_file *f) {
                      f->path, t->name, st_dtypes[t->dtype].name, bytes, t->begin, t->end,
                      t->end - t->begin);
   }
-  size_t *by_offset = malloc(sizeof *by_offset * (f->nt ? f->nt : 1));
-  if (by_offset == NULL) return st_fail(f->err, "out of memory");
-  for (size_t i = 0; i < f->nt; i++) by_offset[i] = i;
-  qsort(by_offset, f->nt, sizeof *by_offset, cmp_by_offset);
+  range_ref *by_offset = malloc(sizeof *by_offset * (f->nt ? f->nt : 1));
+  if (by_offset == NULL) return st_fail_oom(f->err, "out of memory");
+  for (size_t i = 0; i < f->nt; i++) by_offset[i] = (range_ref){f->t[i].begin, f->t[i].end, i};
+  qsort(by_offset, f->nt, sizeof *by_offset, cmp_range_ref);
   uint64_t covered = 0;
-  int rc = 0;
   for (size_t k = 0; k < f->nt && rc == 0; k++) {
-    st_tensor *t = &f->t[by_offset[k]];
+    st_tensor *t = &f->t[by_offset[k].index];
+    const st_tensor *prev = k > 0 ? &f->t[by_offset[k - 1].index] : NULL;
     t->order = k;
     if (t->begin < covered)
       rc = st_fail(f->err,
                    "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
                    "] overlap tensor '%s' [%" PRIu64 ", %" PRIu64 "]",
-                   f->path, t->name, t->begin, t->end, f->t[by_offset[k - 1]].name,
-                   f->t[by_offset[k - 1]].begin, f->t[by_offset[k - 1]].end);
+                   f->path, t->name, t->begin, t->end, prev->name, prev->begin, prev->end);
     else if (t->begin > covered)
       rc = st_fail(
           f->err,
@@ -840,12 +992,19 @@ static int parse_header(st_file *f) {
 int st_open(st_file *f, const char *path, st_error *err) {
   f->path = path;
   f->err = err;
-  f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+  // below); cleared again for the regular file.
+  f->fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f->fd < 0) return st_fail(f->err, "%s: cannot open: %s", f->path, strerror(errno));
   struct stat st;
   if (fstat(f->fd, &st) != 0)
     return st_fail(f->err, "%s: cannot stat: %s", f->path, strerror(errno));
   if (!S_ISREG(st.st_mode)) return st_fail(f->err, "%s: not a regular file", f->path);
+  const int flags = fcntl(f->fd, F_GETFL);
+  if (flags < 0 || fcntl(f->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return st_fail(f->err, "%s: cannot open: %s", f->path, strerror(errno));
+  f->device = (uint64_t)st.st_dev;
+  f->inode = (uint64_t)st.st_ino;
   f->file_size = (uint64_t)st.st_size;
 
   // ---- header length and header bytes
@@ -855,7 +1014,7 @@ int st_open(st_file *f, const char *path, st_error *err) {
   if (check_length(f, len8)) return -1;
   size_t hn = (size_t)f->header_len;
   f->header = malloc(hn + 1);
-  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", hn);
+  if (f->header == NULL) return st_fail_oom(f->err, "out of memory (header of %zu bytes)", hn);
   if (st_read_at(f, f->header, hn, 8, "the header")) return -1;
   f->header[hn] = '\0';
   return parse_header(f);
@@ -865,12 +1024,13 @@ int st_open_memory(st_file *f, const char *name, const void *bytes, size_t size,
   const unsigned char *b = bytes;
   f->path = name;
   f->err = err;
+  f->memory = b;
   f->file_size = (uint64_t)size;
   if (size < 8) return too_short(f);
   if (check_length(f, b)) return -1;
   size_t hn = (size_t)f->header_len;
   f->header = malloc(hn + 1);
-  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", hn);
+  if (f->header == NULL) return st_fail_oom(f->err, "out of memory (header of %zu bytes)", hn);
   memcpy(f->header, b + 8, hn);
   f->header[hn] = '\0';
   return parse_header(f);
@@ -889,7 +1049,8 @@ int st_parse_header(st_file *f, const char *name, const char *header, size_t hea
     return st_fail(f->err, "%s: header length %zu is too short for a JSON object", f->path,
                    header_len);
   f->header = malloc(header_len + 1);
-  if (f->header == NULL) return st_fail(f->err, "out of memory (header of %zu bytes)", header_len);
+  if (f->header == NULL)
+    return st_fail_oom(f->err, "out of memory (header of %zu bytes)", header_len);
   memcpy(f->header, header, header_len);
   f->header[header_len] = '\0';
   return parse_header(f);
@@ -914,6 +1075,7 @@ void st_close(st_file *f) {
   for (size_t i = 0; i < f->nt; i++) free(f->t[i].shape);
   free(f->t);
   free(f->by_name);
-  cJSON_Delete(f->root);
+  free(f->meta);
+  free(f->strings);
   free(f->header);
 }
