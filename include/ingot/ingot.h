@@ -787,7 +787,12 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *            boundary the lowest ids are kept.
  *     top-p: p = top_p[r]; if p < 1, keep the shortest rank-order prefix
  *            of the top-k set K whose cumulative sum of w reaches
- *            p * sum_K w (the top-k-renormalised mass reaches p).
+ *            p * sum_K w (the top-k-renormalised mass reaches p). Sums of
+ *            w are EXACT (each fp32 w is a multiple of 2^-149; the CPU
+ *            adds them as 192-bit integers) and rounded once to double:
+ *            the prefix ends at the first token where double(cumulative)
+ *            >= (double)p * double(sum_K w). The same for every order of
+ *            the terms, so any cut of the row sums the same.
  *     min-p: q = min_p[r]; if q > 0, drop every token with
  *            s_i < ingot_sampling_log(q), i.e. with probability below
  *            q * p_max (q = 1 keeps the tokens equal to the maximum).
@@ -814,8 +819,8 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  * Because s_i, w_i and g_i are computed with single IEEE operations, every
  * backend draws the same token whenever it keeps the same final set; they
  * can differ only when a top-p cumulative sum lies within float rounding of
- * its threshold (backends sum in different orders; docs/sampling.md gives
- * the measured rate).
+ * its threshold (the CUDA kernels round their sums differently from the
+ * CPU's exact ones; docs/sampling.md gives the measured rate).
  *
  * Parameter rules. Per-row values: temperature finite and >= 0; top_k >= 0
  * (0 or >= V: off); top_p in (0, 1] (1: off); min_p in [0, 1] (0: off).
@@ -859,11 +864,12 @@ INGOT_API ingot_status ingot_nvfp4_mlp(ingot_context_t ctx, const ingot_nvfp4_ma
  *     without top-n outputs; in a call with top-n outputs of n <= 64 (32
  *     when V <= 512), its rows without a filter (the top-n set is found
  *     exactly, like a small top-k). Tokens are the
- *     CPU's bit for bit: without a filter no mass
+ *     CPU's bit for bit but for one boundary: without a filter no mass
  *     decides anything; with a small top-k the kernel finds the top-k set
- *     exactly and runs the reference's own top-p sums (portable exp, double,
- *     rank order), min-p and draw on it, so not even a top-p boundary
- *     differs. Other masses use a fast exp (within 3 ulp; a weight e^{s_i}
+ *     exactly and runs top-p (portable exp, sums in double in rank order,
+ *     within 64 x 2^-53 of the total from the CPU's exact sums: a token can
+ *     differ only if a cumulative sum lies that close to its target),
+ *     min-p and the draw on it. Other masses use a fast exp (within 3 ulp; a weight e^{s_i}
  *     below 2^-126 counts as 0, so such a probability is 0), summed four
  *     tokens at a time in fp32, then as exact fixed-point integers (units
  *     of 2^-40), so a row's sums do not depend on their order at all.
@@ -1070,8 +1076,8 @@ INGOT_API ingot_status ingot_sampling_softmax_workspace_size(ingot_context_t ctx
  *     under any -Inf pattern; exactly 0 for masked tokens;
  *   - with top_k / top_p / min_p: the renormalised filtered distribution;
  *   - T == 0: one-hot on the greedy token; an EMPTY row: all zeros.
- * Each probability is w_i / sum_F w rounded to fp32 (CPU: the sum in
- * double precision; CUDA: w_i times the fp32 reciprocal of the sum, within
+ * Each probability is w_i / sum_F w rounded to fp32 (CPU: the exact sum
+ * rounded once to double; CUDA: w_i times the fp32 reciprocal of the sum, within
  * 2e-6 relative; the dense kernel's w_i and sum are described above). row_status: NULL or [B] U32 / I32, OR of
  * INGOT_SAMPLING_ROW_*. Statuses as for ingot_sample. */
 INGOT_API ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *logits,
@@ -1091,6 +1097,251 @@ INGOT_API float ingot_sampling_gumbel(uint64_t seed, uint64_t position, int32_t 
  * 1.3 ulp) and log of the min-p rule (x > 0 finite; within 1 ulp). */
 INGOT_API float ingot_sampling_exp(float x);
 INGOT_API float ingot_sampling_log(float x);
+
+/* ------------------------------------------------------------------------ */
+/* Sharded sampling                                                          */
+/* ------------------------------------------------------------------------ */
+/*
+ * Sampling from VOCABULARY-SHARDED logits (tensor parallelism: shard j holds
+ * logits[:, v0_j : v0_j + Vr_j] of a vocabulary of V) without gathering the
+ * B x V logits (docs/sampling.md, "Sharded sampling"). Each shard runs the
+ * same short sequence of STEPS on its own slice; after each step the caller
+ * exchanges the shards' small RECORDS (an all-gather over any transport:
+ * NCCL, MPI, a host copy; in one process, ingot_sampling_shard_gather), and
+ * the last exchange feeds a FINISH that writes the outputs. The result is,
+ * bit for bit, what ingot_sample (or ingot_sampling_softmax, each shard
+ * writing its slice of probs) gives on the unsharded logits on the same
+ * backend: tokens, row_status, token_logprob, token_raw_logprob, top-n raw
+ * and final, for ANY number of shards and ANY split, because
+ *   - every per-token value (l_i, s_i, w_i, the Gumbel noise keyed by
+ *     (seed, position, GLOBAL id)) is the same operations on the same
+ *     inputs;
+ *   - every combination is exact and order-free: maxima with the lowest id
+ *     on ties, OR of the status bits, integer counts, and masses summed
+ *     EXACTLY (each w_i is an integer multiple of 2^-149: a 192-bit integer
+ *     sum, rounded once to double; the unsharded ops sum the same way);
+ *   - top-k, top-p and top-n keep prefixes of rank order (s descending, id
+ *     ascending), found exactly from per-shard candidate lists or by a
+ *     distributed radix selection, ties at the cut resolved by global id.
+ *
+ * Use (every shard runs the same calls; error handling left out):
+ *
+ *     ingot_sampling_shard sh = INGOT_SAMPLING_SHARD_INITIALIZER;
+ *     sh.vocab_size = V; sh.vocab_begin = v0; sh.vocab_count = Vr;
+ *     sh.num_shards = S; sh.shard_index = rank; sh.max_top_k = 64;
+ *     ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
+ *     ingot_sampling_shard_get_plan(ctx, &sh, B, INGOT_DTYPE_BF16, &plan);
+ *     // record: plan.max_record_bytes; gathered: S * plan.max_record_bytes;
+ *     // ws: plan.workspace_bytes, the same buffer from step 0 to the finish
+ *     for (int i = 0; i < plan.num_steps; i++) {
+ *       size_t prev = i ? plan.record_bytes[i - 1] : 0;
+ *       ingot_sampling_shard_step(ctx, i, &slice, &params, &sh, i ? gathered : NULL,
+ *                                 S * prev, record, plan.record_bytes[i], ws,
+ *                                 plan.workspace_bytes, stream);
+ *       ncclAllGather(record, gathered, plan.record_bytes[i], ncclUint8, comm, stream);
+ *     }
+ *     ingot_sampling_shard_finish_sample(ctx, &sh, gathered,
+ *         S * plan.record_bytes[plan.num_steps - 1], tokens, row_status, &logprobs,
+ *         ws, plan.workspace_bytes, stream);
+ *
+ * Inputs of every shard
+ *   logits     [B, Vr] (F32 / BF16 / F16, any row stride): the shard's slice;
+ *              column j is global token v0 + j. Vr = 0 is allowed (the shard
+ *              holds no token and contributes empty records), so a padded
+ *              split can pass each shard's real columns only.
+ *   params     the unsharded call's ingot_sampling_params, identical on every
+ *              shard: per-row values, the bitmask over the WHOLE vocabulary
+ *              ([B, ceil(V/32)], global bit positions), banned / bias lists
+ *              in GLOBAL ids (each shard applies the entries inside its
+ *              range; an entry with a token outside [0, V) sets
+ *              INGOT_SAMPLING_ROW_BAD_ENTRY, which the shards OR: reported
+ *              once, as by the unsharded call).
+ *   shard      an ingot_sampling_shard (below), describing this shard and
+ *              the plan (max_top_k, num_top, flags) that every shard must
+ *              share.
+ * The shards' ranges must tile [0, V): disjoint, covering it; slot order
+ * (shard_index) is the order of the all-gather and need not follow v0.
+ *
+ * Steps (which ones a call runs depends only on max_top_k = kc, num_top =
+ * n and the flags; bytes are per row, per shard, before the all-gather
+ * multiplies them by S; every record also has a 64-byte header and is
+ * padded to 16 bytes):
+ *   STATS       always. Status bits, allowed count, maximum and raw maximum
+ *               with their ids. 24 bytes.
+ *   CANDIDATES  when kc > 0. The shard's first kc allowed tokens of rank
+ *               order as (s, id). 8 kc bytes.
+ *   TOP-K x 4   with INGOT_SAMPLING_SHARD_SELECT_TOP_K. Four radix rounds
+ *               (digits of 8, 8, 8, 7 bits of the rank key |s|): per-bucket
+ *               counts. 1024 bytes each.
+ *   TOP-P x 4   with INGOT_SAMPLING_SHARD_SELECT_TOP_P. Four radix rounds:
+ *               per-bucket counts and exact masses. 7168 bytes each.
+ *   DRAW        ingot_sample: the best draw key, the final and raw masses,
+ *               the shard's top-n list. 64 + 8 n bytes.
+ *   MASS        (INGOT_SAMPLING_SHARD_SOFTMAX) the final mass. 24 bytes.
+ * So a call costs 2 exchanges (masks, bias, bans, temperature, greedy,
+ * min-p, both log-probabilities, top-n), 3 with candidates (top-k <= kc,
+ * with top-p and min-p), and 4 more for each selection; at most
+ * INGOT_SAMPLING_SHARD_MAX_STEPS. For comparison, an all-gather of the
+ * logits is 4 V bytes a row (607,744 at V = 151936).
+ *
+ * Which rows need what (T > 0; a greedy or empty row needs nothing):
+ *   - a row is SERVED BY THE CANDIDATES when kc > 0 and (V <= kc or
+ *     1 <= top_k <= kc): its top-k and top-p are found from the S kc
+ *     candidates, which hold its top-k set;
+ *   - otherwise a row with 0 < top_k < V needs SELECT_TOP_K, and a row with
+ *     top_p < 1 needs SELECT_TOP_P.
+ * A row that needs a selection its plan lacks is a bad per-row value: the
+ * CPU returns INVALID_ARGUMENT naming the row. Rows that need nothing (or
+ * less) still travel in every record: the sizes depend on the plan only.
+ *
+ * Every step function reads the previous step's gathered records, then
+ * scans its slice again (nothing of size [B, Vr] is kept between steps);
+ * the workspace carries each row's state from step to step, so the SAME
+ * workspace, untouched in between, must be passed from step 0 to the
+ * finish. Records and gathered buffers: 16-byte aligned, in the context's
+ * memory, plain bytes (any byte-copying transport; same byte order on every
+ * shard); gathered holds the S records of one step back to back in slot
+ * order (slot j at j * record_bytes[step]). The records' contents are ingot's:
+ * a transport copies them, never edits them. On the CPU each step checks the
+ * gathered headers (which step, which call, the slots, the tiling) and
+ * returns INVALID_ARGUMENT naming the slot.
+ *
+ * B = 0: every call succeeds and writes nothing.
+ * CUDA: not implemented yet; every function returns NOT_SUPPORTED on a CUDA
+ * context (after the same argument checks). The design fits it: records are
+ * fixed-layout, each step is one launch without host synchronisation, and
+ * sizes depend on the plan only, so a step sequence can be captured in a
+ * CUDA graph with the NCCL all-gathers.
+ */
+
+#define INGOT_SAMPLING_SHARD_MAX_SHARDS 256 /* S */
+#define INGOT_SAMPLING_SHARD_MAX_STEPS 11   /* STATS + CANDIDATES + 4 + 4 + DRAW */
+
+/* Flags of ingot_sampling_shard. */
+enum {
+  /* top-n of the final distribution (as INGOT_SAMPLING_TOP_FINAL) */
+  INGOT_SAMPLING_SHARD_TOP_FINAL = 1u << 0,
+  /* the steps of ingot_sampling_softmax (finish: ..._finish_softmax; num_top 0) */
+  INGOT_SAMPLING_SHARD_SOFTMAX = 1u << 1,
+  /* the radix rounds of a top-k larger than max_top_k */
+  INGOT_SAMPLING_SHARD_SELECT_TOP_K = 1u << 2,
+  /* the radix rounds of a top-p the candidates do not serve */
+  INGOT_SAMPLING_SHARD_SELECT_TOP_P = 1u << 3
+};
+
+/* One shard of a call and the call's plan. Start from
+ * INGOT_SAMPLING_SHARD_INITIALIZER. */
+typedef struct ingot_sampling_shard {
+  uint32_t struct_size;    /* sizeof(ingot_sampling_shard) */
+  uint32_t struct_version; /* INGOT_SAMPLING_STRUCT_VERSION */
+  int64_t vocab_size;      /* V, the whole vocabulary: 1 <= V <= 2^31 - 1 */
+  int64_t vocab_begin;     /* v0: this shard holds global ids [v0, v0 + Vr) */
+  int64_t vocab_count;     /* Vr >= 0, v0 + Vr <= V (= logits.shape[1]) */
+  int32_t num_shards;      /* S, 1 .. INGOT_SAMPLING_SHARD_MAX_SHARDS */
+  int32_t shard_index;     /* this shard's slot in the gathered records, 0 .. S-1 */
+  int32_t max_top_k;       /* kc, 0 .. INGOT_SAMPLING_MAX_TOP: candidates a shard sends */
+  int32_t num_top;         /* n of the top-n outputs, 0 .. INGOT_SAMPLING_MAX_TOP */
+  uint32_t flags;          /* OR of INGOT_SAMPLING_SHARD_* */
+  uint32_t reserved;       /* must be 0 */
+} ingot_sampling_shard;
+
+#define INGOT_SAMPLING_SHARD_INITIALIZER                                                   \
+  {                                                                                        \
+    (uint32_t) sizeof(ingot_sampling_shard), INGOT_SAMPLING_STRUCT_VERSION, 0, 0, 0, 1, 0, \
+        0, 0, 0u, 0u                                                                       \
+  }
+
+/* What a call costs, from ingot_sampling_shard_get_plan. */
+typedef struct ingot_sampling_shard_plan {
+  uint32_t struct_size;    /* sizeof(ingot_sampling_shard_plan) (set by the caller) */
+  uint32_t struct_version; /* INGOT_SAMPLING_STRUCT_VERSION (set by the caller) */
+  int32_t num_steps;       /* steps, i.e. exchanges, of a call */
+  int32_t reserved;
+  size_t record_bytes[INGOT_SAMPLING_SHARD_MAX_STEPS]; /* one shard's record of step i */
+  size_t max_record_bytes; /* the largest of them */
+  size_t workspace_bytes;  /* the shard's workspace, kept from step 0 to the finish */
+} ingot_sampling_shard_plan;
+
+#define INGOT_SAMPLING_SHARD_PLAN_INITIALIZER                                         \
+  {                                                                                   \
+    (uint32_t) sizeof(ingot_sampling_shard_plan), INGOT_SAMPLING_STRUCT_VERSION, 0, 0, \
+        {0}, 0, 0                                                                     \
+  }
+
+/* The plan of a call of `batch` rows whose logits slice has logits_dtype:
+ * the steps, each step's record bytes (64 + B x the bytes above, rounded up
+ * to 16) and the workspace bytes (CPU: 88 B + 8 Vr + 8 max(Vr, S kc, S n, 1)
+ * + 8 max(n, 1), each part rounded up to 16: the rows' state, the slice's
+ * values and the merge buffers; 0 for B = 0). Every shard of a call
+ * gets the same record sizes. Returns INVALID_ARGUMENT (a bad shard field,
+ * batch, dtype, struct size / version, NULL) and NOT_SUPPORTED on CUDA;
+ * *plan is written only on success. */
+INGOT_API ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx,
+                                                     const ingot_sampling_shard *shard,
+                                                     int64_t batch, ingot_dtype logits_dtype,
+                                                     ingot_sampling_shard_plan *plan);
+
+/* Step `step` (0 .. num_steps - 1) of one shard.
+ *   logits      [B, Vr] the shard's slice (shape[1] == shard->vocab_count)
+ *   params      NULL or the unsharded call's parameters (see above)
+ *   gathered    step 0: NULL (gathered_bytes 0); else the S records of step
+ *               - 1, gathered_bytes >= S x plan.record_bytes[step - 1]
+ *   record      written: this shard's record, record_bytes >=
+ *               plan.record_bytes[step]
+ *   workspace   >= plan.workspace_bytes, the same from step 0 to the finish
+ * Returns INVALID_ARGUMENT (any bad argument, as ingot_sample's, a per-row
+ * value, a row whose selection the plan lacks, a record or gathered buffer
+ * too small, misaligned or overlapping; CPU: gathered records of another
+ * step, call or slot, ranges that do not tile [0, V)),
+ * INSUFFICIENT_WORKSPACE, NOT_SUPPORTED (CUDA). Nothing is written on
+ * error. */
+INGOT_API ingot_status ingot_sampling_shard_step(ingot_context_t ctx, int32_t step,
+                                                 const ingot_tensor *logits,
+                                                 const ingot_sampling_params *params,
+                                                 const ingot_sampling_shard *shard,
+                                                 const void *gathered, size_t gathered_bytes,
+                                                 void *record, size_t record_bytes,
+                                                 void *workspace, size_t workspace_bytes,
+                                                 struct CUstream_st *stream);
+
+/* The finish of ingot_sample (a plan without INGOT_SAMPLING_SHARD_SOFTMAX):
+ * from the S gathered records of the last step (the DRAW step) and the
+ * workspace of the steps, writes tokens [B] I32, row_status (NULL or [B]),
+ * and the logprobs outputs (NULL or as for ingot_sample; top-n outputs of
+ * n == shard->num_top columns and (flags & INGOT_SAMPLING_TOP_FINAL) ==
+ * (shard->flags & INGOT_SAMPLING_SHARD_TOP_FINAL)), exactly as ingot_sample
+ * writes them for the unsharded logits. Every shard may call it (all get
+ * the same outputs) or only those that need them. Statuses as for
+ * ingot_sampling_shard_step. */
+INGOT_API ingot_status ingot_sampling_shard_finish_sample(
+    ingot_context_t ctx, const ingot_sampling_shard *shard, const void *gathered,
+    size_t gathered_bytes, const ingot_tensor *tokens, const ingot_tensor *row_status,
+    const ingot_sampling_logprobs *logprobs, void *workspace, size_t workspace_bytes,
+    struct CUstream_st *stream);
+
+/* The finish of ingot_sampling_softmax (a plan with
+ * INGOT_SAMPLING_SHARD_SOFTMAX): probs [B, Vr] F32 (any row stride) gets
+ * this shard's slice of the unsharded call's probs, bit for bit, and
+ * row_status (NULL or [B]) the row's status. Reads the slice again (logits
+ * and params as in the steps). Statuses as for ingot_sampling_shard_step. */
+INGOT_API ingot_status ingot_sampling_shard_finish_softmax(
+    ingot_context_t ctx, const ingot_tensor *logits, const ingot_sampling_params *params,
+    const ingot_sampling_shard *shard, const void *gathered, size_t gathered_bytes,
+    const ingot_tensor *probs, const ingot_tensor *row_status, void *workspace,
+    size_t workspace_bytes, struct CUstream_st *stream);
+
+/* The local exchange: gathered <- records[0], ..., records[S - 1] back to
+ * back (slot j at j x record_bytes), as an all-gather would leave them, for
+ * shards that live in one process (tests, engines without a collective
+ * library). records[j] must be each shard's record of the same step
+ * (record_bytes = plan.record_bytes[step]); gathered_bytes >= S x
+ * record_bytes and gathered must not overlap a record. Returns
+ * INVALID_ARGUMENT, NOT_SUPPORTED (CUDA). */
+INGOT_API ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards,
+                                                   const void *const *records,
+                                                   size_t record_bytes, void *gathered,
+                                                   size_t gathered_bytes,
+                                                   struct CUstream_st *stream);
 
 #ifdef __cplusplus
 }

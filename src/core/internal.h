@@ -168,6 +168,22 @@ typedef struct ingot_sampling_output {
   uint32_t flags;            /* INGOT_SAMPLING_TOP_FINAL */
 } ingot_sampling_output;
 
+/* One shard of a sharded sampling call (include/ingot/ingot.h, Sharded
+ * sampling; the steps and records: common/sampling_shard.h). in.logits is
+ * the shard's slice [B, vocab_count] (NULL for the finish of a sample),
+ * in.vocab the WHOLE vocabulary V; params, bitmask and lists speak global
+ * ids. */
+typedef struct ingot_sampling_shard_call {
+  ingot_sampling_input in;
+  int64_t vocab_begin;       /* v0 */
+  int64_t vocab_count;       /* Vr >= 0 */
+  int32_t num_shards;        /* S */
+  int32_t shard_index;       /* this shard's slot */
+  int32_t max_top_k;         /* kc */
+  int32_t num_top;           /* n */
+  uint32_t flags;            /* INGOT_SAMPLING_SHARD_* */
+} ingot_sampling_shard_call;
+
 /* ---- backend op table ---------------------------------------------------- */
 
 #include "core/ops.h" /* INGOT_BACKEND_OPS: the one op list */

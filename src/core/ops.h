@@ -69,7 +69,27 @@
                             ingot_dtype dtype, int64_t num_top, size_t *bytes))               \
   X(sample, (struct ingot_context *ctx, const ingot_sampling_input *in,                       \
              const ingot_sampling_output *out, void *workspace, size_t workspace_bytes,       \
-             struct CUstream_st *stream))
+             struct CUstream_st *stream))                                                     \
+  /* ---- sharded sampling (records: common/sampling_shard.h). gathered: the S records of */ \
+  /* the previous step (NULL at step 0). The ops but the size query get batch >= 1.       */ \
+  X(sampling_shard_workspace_size, (struct ingot_context *ctx,                                \
+                                    const ingot_sampling_shard_call *call, size_t *bytes))    \
+  X(sampling_shard_step, (struct ingot_context *ctx, const ingot_sampling_shard_call *call,   \
+                          int32_t step, const void *gathered, void *record, void *workspace,  \
+                          size_t workspace_bytes, struct CUstream_st *stream))                \
+  X(sampling_shard_finish_sample, (struct ingot_context *ctx,                                 \
+                                   const ingot_sampling_shard_call *call,                     \
+                                   const void *gathered, const ingot_sampling_output *out,    \
+                                   void *workspace, size_t workspace_bytes,                   \
+                                   struct CUstream_st *stream))                               \
+  X(sampling_shard_finish_softmax, (struct ingot_context *ctx,                                \
+                                    const ingot_sampling_shard_call *call,                    \
+                                    const void *gathered, float *probs, int64_t probs_stride, \
+                                    uint32_t *row_status, void *workspace,                    \
+                                    size_t workspace_bytes, struct CUstream_st *stream))      \
+  X(sampling_shard_gather, (struct ingot_context *ctx, int32_t num_shards,                    \
+                            const void *const *records, size_t record_bytes, void *gathered,  \
+                            struct CUstream_st *stream))
 /* clang-format on */
 
 #endif /* INGOT_CORE_OPS_H */

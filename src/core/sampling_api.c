@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "common/sampling_ref.h"
-#include "core/check.h"
+#include "core/sampling_check.h"
 
 #define LOGIT_DTYPES                                                     \
   (INGOT_DTYPE_BIT(INGOT_DTYPE_F32) | INGOT_DTYPE_BIT(INGOT_DTYPE_BF16) | \
@@ -38,20 +38,8 @@ float ingot_sampling_log(float x) {
 
 /* ---- named spans, for the overlap checks ------------------------------------ */
 
-#define MAX_SPANS 16
-
-typedef struct span_list {
-  const char *names[MAX_SPANS];
-  ingot_span spans[MAX_SPANS];
-  int count;
-} span_list;
-
-static void span_add(span_list *l, const char *name, ingot_span span) {
-  if (span.begin == span.end || l->count == MAX_SPANS) return;
-  l->names[l->count] = name;
-  l->spans[l->count] = span;
-  l->count++;
-}
+typedef ingot_sampling_spans span_list; /* core/sampling_check.h */
+#define span_add ingot_sampling_span_add
 
 /* Every output against every input and every earlier output. */
 static ingot_status check_overlaps(struct ingot_context *ctx, const char *op,
@@ -489,4 +477,41 @@ ingot_status ingot_sampling_softmax(ingot_context_t ctx, const ingot_tensor *log
   if (in.batch == 0) return INGOT_STATUS_SUCCESS;
   return ctx->ops->sampling_softmax(ctx, &in, (float *)probs->data, probs->stride[0],
                                     (uint32_t *)p, workspace, workspace_bytes, stream);
+}
+
+/* ---- the checks the sharded ops share (core/sampling_check.h) ------------------------- */
+
+ingot_status ingot_sampling_check_overlaps(struct ingot_context *ctx, const char *op,
+                                           const span_list *outs, const span_list *ins) {
+  return check_overlaps(ctx, op, outs, ins);
+}
+
+ingot_status ingot_sampling_check_extent(struct ingot_context *ctx, const char *op,
+                                         const char *b_name, int64_t batch, const char *v_name,
+                                         int64_t vocab) {
+  return check_extent(ctx, op, b_name, batch, v_name, vocab);
+}
+
+ingot_status ingot_sampling_check_logits_dtype(struct ingot_context *ctx, const char *op,
+                                               ingot_dtype dtype) {
+  return check_logits_dtype(ctx, op, dtype);
+}
+
+ingot_status ingot_sampling_check_row_vector(struct ingot_context *ctx, const char *op,
+                                             const char *name, const ingot_tensor *t,
+                                             uint32_t dtypes, int64_t batch, int writable,
+                                             const void **data, span_list *list) {
+  return check_row_vector(ctx, op, name, t, dtypes, batch, writable, data, list);
+}
+
+ingot_status ingot_sampling_check_params(struct ingot_context *ctx, const char *op,
+                                         const ingot_sampling_params *params,
+                                         ingot_sampling_input *in, span_list *ins) {
+  return check_params(ctx, op, params, in, ins);
+}
+
+ingot_status ingot_sampling_check_logprobs(struct ingot_context *ctx, const char *op,
+                                           const ingot_sampling_logprobs *lp, int64_t batch,
+                                           ingot_sampling_output *out, span_list *outs) {
+  return check_logprobs(ctx, op, lp, batch, out, outs);
 }

@@ -2,70 +2,41 @@
  * Sampling, CPU reference backend: the rules of the Sampling section of
  * include/ingot/ingot.h written out plainly, one row after another, over
  * common/sampling_ref.h (the generator and the portable exp / log the CUDA
- * kernels use too). This is the test oracle; keep it plain.
+ * kernels use too) and cpu/sampling_cpu_row.h (the per-token rules, shared
+ * with the sharded steps of sampling_shard_cpu.c). This is the test oracle;
+ * keep it plain.
  *
  * Workspace (reused by every row): vals [V] f32, the row's current values
  * (l_i, then s_i; -Inf for a token outside the current set), order [V]
  * (value, id) pairs for the rank-order sort, top [num_top] pairs for the
- * top-n outputs. Sums of probabilities are accumulated in double.
+ * top-n outputs. Sums of weights are exact (common/sampling_exact_sum.h),
+ * so they do not depend on the order of their terms: the sharded steps,
+ * which add per-shard sums, get the same bits.
  */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "common/sampling_ref.h"
 #include "cpu/cpu.h"
+#include "cpu/sampling_cpu_row.h"
 
-typedef struct ranked {
-  float value;
-  int32_t id;
-} ranked;
-
-/* Rank order: value descending, then id ascending. 1 if x comes before y. */
-static int rank_before(const ranked *x, const ranked *y) {
-  if (x->value != y->value) return x->value > y->value;
-  return x->id < y->id;
-}
-
-/* Sorts into rank order in place: heapsort, because an op must not allocate
- * and the C library's qsort may (glibc sorts through a malloc'd buffer). */
-static void sort_ranked(ranked *a, int64_t n) {
-  /* a max-heap under "comes after", so the root is the last in rank order */
-  for (int64_t start = n / 2 - 1, end = n;; ) {
-    int64_t root;
-    if (start >= 0) {
-      root = start--;
-    } else {
-      if (--end <= 0) return;
-      ranked t = a[0];
-      a[0] = a[end];
-      a[end] = t;
-      root = 0;
-    }
-    for (int64_t child; (child = 2 * root + 1) < end; root = child) {
-      if (child + 1 < end && rank_before(&a[child], &a[child + 1])) child++;
-      if (!rank_before(&a[root], &a[child])) break;
-      ranked t = a[root];
-      a[root] = a[child];
-      a[child] = t;
-    }
-  }
-}
+typedef ingot_cpu_ranked ranked;
+typedef ingot_cpu_row_params row_params;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* ---- workspace ------------------------------------------------------------------ */
 
 typedef struct scratch {
-  float *vals;   /* [V] */
-  ranked *order; /* [V] */
-  ranked *top;   /* [num_top] */
+  float *vals;    /* [V] */
+  ranked *order;  /* [V], for the filters */
+  float *weights; /* [V], the weights of a sum: order's memory, free by then */
+  ranked *top;    /* [num_top] */
 } scratch;
 
 static scratch carve(void *workspace, int64_t vocab) {
   scratch s;
   s.vals = (float *)workspace;
   s.order = (ranked *)(void *)(s.vals + vocab);
+  s.weights = (float *)(void *)s.order;
   s.top = s.order + vocab;
   return s;
 }
@@ -88,79 +59,6 @@ ingot_status ingot_cpu_sampling_softmax_workspace_size(struct ingot_context *ctx
 
 /* ---- one row ------------------------------------------------------------------------ */
 
-typedef struct row_params {
-  float temperature;
-  int32_t top_k;
-  float top_p, min_p;
-  uint64_t seed, position;
-} row_params;
-
-static row_params params_of(const ingot_sampling_input *in, int64_t r) {
-  row_params p;
-  p.temperature = in->temperature ? in->temperature[r] : 1.0f;
-  p.top_k = in->top_k ? in->top_k[r] : 0;
-  p.top_p = in->top_p ? in->top_p[r] : 1.0f;
-  p.min_p = in->min_p ? in->min_p[r] : 0.0f;
-  p.seed = in->seed ? in->seed[r] : 0;
-  p.position = in->position ? in->position[r] : 0;
-  return p;
-}
-
-static const void *logits_row(const ingot_sampling_input *in, int64_t r) {
-  return (const char *)in->logits + (size_t)(r * in->logits_stride) * ingot_dtype_size(in->dtype);
-}
-
-/* Steps 1-2: vals[i] = l_i for the allowed tokens, -Inf for the others.
- * Returns the number of allowed tokens and their maximum in *max. */
-static int64_t allowed_values(const ingot_sampling_input *in, int64_t r, float *vals,
-                              uint32_t *flags, float *max) {
-  const int64_t V = in->vocab;
-  const void *row = logits_row(in, r);
-  for (int64_t i = 0; i < V; i++) vals[i] = ingot_sampling_load(row, in->dtype, i);
-  /* logit bias, in list order */
-  for (int64_t j = 0; j < in->num_bias; j++) {
-    const int32_t *e = in->bias_ids + j * in->bias_ids_stride;
-    if (e[0] != r) continue;
-    if (e[1] < 0 || e[1] >= V) {
-      *flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
-      continue;
-    }
-    vals[e[1]] = ingot_fadd_rn(vals[e[1]], in->bias_values[j]);
-  }
-  /* banned tokens (a NaN / +Inf there still counts) */
-  for (int64_t j = 0; j < in->num_banned; j++) {
-    const int32_t *e = in->banned + j * in->banned_stride;
-    if (e[0] != r) continue;
-    if (e[1] < 0 || e[1] >= V) {
-      *flags |= INGOT_SAMPLING_ROW_BAD_ENTRY;
-      continue;
-    }
-    if (!ingot_f32_finite(vals[e[1]]) && vals[e[1]] != -INFINITY)
-      *flags |= INGOT_SAMPLING_ROW_NAN;
-    vals[e[1]] = -INFINITY;
-  }
-  /* NaN / +Inf (in x or after the bias): flagged, masked; then the bitmask */
-  const uint32_t *words = in->allowed ? in->allowed + r * in->allowed_stride : NULL;
-  int64_t count = 0;
-  float m = -INFINITY;
-  for (int64_t i = 0; i < V; i++) {
-    float v = vals[i];
-    if (!ingot_f32_finite(v)) {
-      if (v != -INFINITY) *flags |= INGOT_SAMPLING_ROW_NAN;
-      vals[i] = -INFINITY;
-      continue;
-    }
-    if (words && !((words[i >> 5] >> (i & 31)) & 1u)) {
-      vals[i] = -INFINITY;
-      continue;
-    }
-    count++;
-    if (v > m) m = v;
-  }
-  *max = m;
-  return count;
-}
-
 /* Steps 4: top-k, top-p, min-p on vals = s (in place: dropped tokens -Inf). */
 static void apply_filters(float *vals, int64_t V, int64_t count, const row_params *p,
                           ranked *order) {
@@ -170,25 +68,14 @@ static void apply_filters(float *vals, int64_t V, int64_t count, const row_param
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++)
       if (vals[i] != -INFINITY) order[n++] = (ranked){vals[i], (int32_t)i};
-    sort_ranked(order, n);
+    ingot_cpu_sort_ranked(order, n);
     int64_t keep = n;
     if (topk_on && p->top_k < keep) keep = p->top_k;
-    if (topp_on) {
-      double total = 0.0;
-      for (int64_t j = 0; j < keep; j++) total += (double)ingot_sampling_ref_exp(order[j].value);
-      double target = (double)p->top_p * total, cum = 0.0;
-      for (int64_t j = 0; j < keep; j++) {
-        cum += (double)ingot_sampling_ref_exp(order[j].value);
-        if (cum >= target) {
-          keep = j + 1;
-          break;
-        }
-      }
-    }
+    if (topp_on) keep = ingot_cpu_top_p_keep(order, keep, p->top_p);
     for (int64_t j = keep; j < n; j++) vals[order[j].id] = -INFINITY;
   }
   if (p->min_p > 0.0f) {
-    float threshold = ingot_sampling_ref_log(p->min_p);
+    float threshold = ingot_cpu_min_p_threshold(p->min_p);
     for (int64_t i = 0; i < V; i++)
       if (vals[i] < threshold) vals[i] = -INFINITY;
   }
@@ -201,31 +88,25 @@ static int32_t final_distribution(const ingot_sampling_input *in, int64_t r,
                                   int draw) {
   const int64_t V = in->vocab;
   float m;
-  int64_t count = allowed_values(in, r, s->vals, flags, &m);
+  int32_t max_id;
+  int64_t count = ingot_cpu_row_allowed(in, r, 0, V, s->vals, flags, &m, &max_id);
   if (count == 0) {
     *flags |= INGOT_SAMPLING_ROW_EMPTY;
     return -1;
   }
-  if (p->temperature == 0.0f) {
-    int32_t token = -1;
-    for (int64_t i = 0; i < V; i++) {
-      if (token < 0 && s->vals[i] == m) token = (int32_t)i;
-      s->vals[i] = -INFINITY;
-    }
-    s->vals[token] = 0.0f;
-    return token;
+  if (p->temperature == 0.0f) { /* greedy: the lowest id holding the maximum */
+    for (int64_t i = 0; i < V; i++) s->vals[i] = -INFINITY;
+    s->vals[max_id] = 0.0f;
+    return max_id;
   }
-  for (int64_t i = 0; i < V; i++)
-    if (s->vals[i] != -INFINITY)
-      s->vals[i] = ingot_fdiv_rn(ingot_fsub_rn(s->vals[i], m), p->temperature);
+  ingot_cpu_row_scale(s->vals, V, m, p->temperature);
   apply_filters(s->vals, V, count, p, s->order);
   if (!draw) return -1;
   int32_t best = -1;
   float best_key = -INFINITY;
   for (int64_t i = 0; i < V; i++) {
     if (s->vals[i] == -INFINITY) continue;
-    float key = ingot_fadd_rn(
-        s->vals[i], ingot_sampling_ref_gumbel(p->seed, p->position, (uint32_t)i));
+    float key = ingot_cpu_draw_key(p, s->vals[i], (int32_t)i);
     if (best < 0 || key > best_key) {
       best = (int32_t)i;
       best_key = key;
@@ -234,40 +115,13 @@ static int32_t final_distribution(const ingot_sampling_input *in, int64_t r,
   return best;
 }
 
-/* log sum_F w over vals (-Inf for an empty set). */
-static double log_mass(const float *vals, int64_t V) {
-  double z = 0.0;
+/* log sum_F w over vals (-Inf for an empty set); weights [V] gets the w. */
+static double log_mass(const float *vals, int64_t V, float *weights) {
   for (int64_t i = 0; i < V; i++)
-    if (vals[i] != -INFINITY) z += (double)ingot_sampling_ref_exp(vals[i]);
-  return z > 0.0 ? log(z) : -(double)INFINITY;
-}
-
-/* Inserts (value, id) into the n best so far (rank order); ids arrive in
- * ascending order, so an equal value never displaces an earlier id. */
-static void top_insert(ranked *top, int64_t n, int64_t *filled, float value, int32_t id) {
-  int64_t pos;
-  if (*filled == n) {
-    if (!(value > top[n - 1].value)) return;
-    pos = n - 1;
-  } else {
-    pos = (*filled)++;
-  }
-  while (pos > 0 && value > top[pos - 1].value) {
-    top[pos] = top[pos - 1];
-    pos--;
-  }
-  top[pos] = (ranked){value, id};
-}
-
-static void write_top(const ingot_sampling_output *out, int64_t r, const ranked *top,
-                      int64_t filled, double log_z) {
-  for (int64_t j = 0; j < out->num_top; j++) {
-    int found = j < filled;
-    if (out->top_ids) out->top_ids[r * out->top_ids_stride + j] = found ? top[j].id : -1;
-    if (out->top_logprobs)
-      out->top_logprobs[r * out->top_logprobs_stride + j] =
-          found ? (float)((double)top[j].value - log_z) : -INFINITY;
-  }
+    weights[i] = vals[i] != -INFINITY ? ingot_sampling_ref_exp(vals[i]) : 0.0f;
+  ingot_exact_sum z;
+  ingot_cpu_exact_sum_of(weights, V, &z);
+  return ingot_cpu_log_mass(&z);
 }
 
 /* The raw distribution softmax(x / T') of row r: the token's logprob and
@@ -275,32 +129,31 @@ static void write_top(const ingot_sampling_output *out, int64_t r, const ranked 
 static void raw_outputs(const ingot_sampling_input *in, int64_t r, const row_params *p,
                         int32_t token, const ingot_sampling_output *out, const scratch *s) {
   const int64_t V = in->vocab;
-  const void *row = logits_row(in, r);
-  const float t = p->temperature > 0.0f ? p->temperature : 1.0f;
-  float m = -INFINITY;
-  for (int64_t i = 0; i < V; i++) {
-    float x = ingot_sampling_load(row, in->dtype, i);
-    if (ingot_f32_finite(x) && x > m) m = x;
-  }
+  const void *row = ingot_cpu_logits_row(in, r);
+  const float t = ingot_cpu_raw_temperature(p->temperature);
+  int32_t at;
+  float m = ingot_cpu_raw_max(row, in->dtype, V, &at);
   int want_top = out->num_top > 0 && !(out->flags & INGOT_SAMPLING_TOP_FINAL);
   int64_t filled = 0;
-  double z = 0.0;
+  float *w = s->weights;
   float token_value = -INFINITY;
-  if (m != -INFINITY) {
-    for (int64_t i = 0; i < V; i++) {
-      float x = ingot_sampling_load(row, in->dtype, i);
-      if (!ingot_f32_finite(x)) continue;
-      float v = ingot_fdiv_rn(ingot_fsub_rn(x, m), t);
-      z += (double)ingot_sampling_ref_exp(v);
-      if (i == token) token_value = v;
-      if (want_top && v != -INFINITY) top_insert(s->top, out->num_top, &filled, v, (int32_t)i);
-    }
+  for (int64_t i = 0; i < V; i++) {
+    float x = ingot_sampling_load(row, in->dtype, i);
+    w[i] = 0.0f;
+    if (m == -INFINITY || !ingot_f32_finite(x)) continue;
+    float v = ingot_cpu_raw_value(x, m, t);
+    w[i] = ingot_sampling_ref_exp(v);
+    if (i == token) token_value = v;
+    if (want_top && v != -INFINITY)
+      ingot_cpu_top_insert(s->top, out->num_top, &filled, v, (int32_t)i);
   }
-  double log_z = z > 0.0 ? log(z) : -(double)INFINITY;
+  ingot_exact_sum z;
+  ingot_cpu_exact_sum_of(w, V, &z);
+  double log_z = ingot_cpu_log_mass(&z);
   if (out->token_raw_logprob)
     out->token_raw_logprob[r] =
         token >= 0 && token_value != -INFINITY ? (float)((double)token_value - log_z) : -INFINITY;
-  if (want_top) write_top(out, r, s->top, filled, log_z);
+  if (want_top) ingot_cpu_write_top(out, r, s->top, filled, log_z);
 }
 
 /* ---- ops -------------------------------------------------------------------------------- */
@@ -313,13 +166,13 @@ ingot_status ingot_cpu_sample(struct ingot_context *ctx, const ingot_sampling_in
   scratch s = carve(workspace, V);
   int want_final_top = out->num_top > 0 && (out->flags & INGOT_SAMPLING_TOP_FINAL);
   for (int64_t r = 0; r < in->batch; r++) {
-    row_params p = params_of(in, r);
+    row_params p = ingot_cpu_row_params_of(in, r);
     uint32_t flags = 0;
     int32_t token = final_distribution(in, r, &p, &s, &flags, 1);
     out->tokens[r] = token;
     if (out->row_status) out->row_status[r] = flags;
     if (out->token_logprob || want_final_top) {
-      double log_z = log_mass(s.vals, V);
+      double log_z = log_mass(s.vals, V, s.weights);
       if (out->token_logprob)
         out->token_logprob[r] =
             token >= 0 ? (float)((double)s.vals[token] - log_z) : -INFINITY;
@@ -327,8 +180,9 @@ ingot_status ingot_cpu_sample(struct ingot_context *ctx, const ingot_sampling_in
         int64_t filled = 0;
         if (token >= 0)
           for (int64_t i = 0; i < V; i++)
-            if (s.vals[i] != -INFINITY) top_insert(s.top, out->num_top, &filled, s.vals[i], (int32_t)i);
-        write_top(out, r, s.top, filled, log_z);
+            if (s.vals[i] != -INFINITY)
+              ingot_cpu_top_insert(s.top, out->num_top, &filled, s.vals[i], (int32_t)i);
+        ingot_cpu_write_top(out, r, s.top, filled, log_z);
       }
     }
     if (out->token_raw_logprob || (out->num_top > 0 && !want_final_top))
@@ -345,18 +199,17 @@ ingot_status ingot_cpu_sampling_softmax(struct ingot_context *ctx, const ingot_s
   const int64_t V = in->vocab;
   scratch s = carve(workspace, V);
   for (int64_t r = 0; r < in->batch; r++) {
-    row_params p = params_of(in, r);
+    row_params p = ingot_cpu_row_params_of(in, r);
     uint32_t flags = 0;
     float *prow = probs + r * probs_stride;
     final_distribution(in, r, &p, &s, &flags, 0);
     if (row_status) row_status[r] = flags;
     /* vals <- w_i (0 outside F), then p_i = w_i / sum w */
-    double z = 0.0;
-    for (int64_t i = 0; i < V; i++) {
-      float w = s.vals[i] != -INFINITY ? ingot_sampling_ref_exp(s.vals[i]) : 0.0f;
-      s.vals[i] = w;
-      z += (double)w;
-    }
+    for (int64_t i = 0; i < V; i++)
+      s.vals[i] = s.vals[i] != -INFINITY ? ingot_sampling_ref_exp(s.vals[i]) : 0.0f;
+    ingot_exact_sum mass;
+    ingot_cpu_exact_sum_of(s.vals, V, &mass);
+    double z = ingot_exact_sum_value(&mass);
     for (int64_t i = 0; i < V; i++) prow[i] = z > 0.0 ? (float)((double)s.vals[i] / z) : 0.0f;
   }
   return INGOT_STATUS_SUCCESS;

@@ -1,0 +1,162 @@
+/*
+ * Sharded sampling (docs/sampling.md, "Sharded sampling"; the public part is
+ * the "Sharded sampling" section of include/ingot/ingot.h): the steps of a
+ * call and the layout of the records the shards exchange, shared by core
+ * (sizes, header checks) and every backend (the same bytes on each).
+ *
+ * A record is one shard's output of one step: a 64-byte header, then B rows
+ * of the step's row layout, padded to a multiple of 16 bytes. The exchange
+ * concatenates the S records of a step in slot order (an all-gather), and
+ * the next step (or the finish) reads all of them.
+ *
+ * Steps, in order (the plan of a call depends only on max_top_k, num_top
+ * and the flags):
+ *   STATS       always: per row the OR of the status flags, the allowed
+ *               count, the allowed maximum and the raw maximum, each with
+ *               the lowest id holding it;
+ *   CANDIDATES  if max_top_k = kc > 0: per row the shard's first kc
+ *               allowed tokens of rank order (s, id);
+ *   TOPK 0..3   with INGOT_SAMPLING_SHARD_SELECT_TOP_K: a radix round of the
+ *               top-k selection, per row 256 counts;
+ *   TOPP 0..3   with INGOT_SAMPLING_SHARD_SELECT_TOP_P: a radix round of the
+ *               top-p selection, per row 256 counts and 256 exact masses;
+ *   DRAW        ingot_sample: per row the best draw key over the shard's
+ *               part of the final set, the final and raw masses and the
+ *               shard's top-n list;
+ *   MASS        ingot_sampling_softmax: per row the final mass.
+ * The radix rounds run on the key u = bits of |s| (s <= 0, so ascending u is
+ * descending s; -0 and +0 share u = 0), 31 bits cut into digits of 8, 8, 8
+ * and 7 bits, most significant first.
+ */
+#ifndef INGOT_COMMON_SAMPLING_SHARD_H
+#define INGOT_COMMON_SAMPLING_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/sampling_exact_sum.h"
+#include "ingot/ingot.h"
+
+#define INGOT_SHARD_RECORD_MAGIC 0x31485349u /* "ISH1" */
+#define INGOT_SHARD_HEADER_BYTES 64
+#define INGOT_SHARD_BUCKETS 256
+#define INGOT_SHARD_ROUNDS 4
+
+enum {
+  INGOT_SHARD_STEP_STATS = 0,
+  INGOT_SHARD_STEP_CANDIDATES = 1,
+  INGOT_SHARD_STEP_TOPK = 2,
+  INGOT_SHARD_STEP_TOPP = 3,
+  INGOT_SHARD_STEP_DRAW = 4,
+  INGOT_SHARD_STEP_MASS = 5
+};
+
+/* The record header: who wrote it, for which call and step. */
+typedef struct ingot_shard_header {
+  uint32_t magic;      /* INGOT_SHARD_RECORD_MAGIC */
+  int32_t step;        /* the step that wrote it */
+  int32_t num_shards;  /* S */
+  int32_t shard_index; /* the writer's slot */
+  int64_t batch;       /* B */
+  int64_t vocab_size;  /* V */
+  int64_t vocab_begin; /* the writer's first global id */
+  int64_t vocab_count; /* the writer's number of tokens, Vr */
+  int32_t max_top_k;   /* kc */
+  int32_t num_top;     /* n */
+  uint32_t flags;      /* INGOT_SAMPLING_SHARD_* */
+  uint32_t row_bytes;  /* bytes of one row of this step */
+} ingot_shard_header;
+
+/* STATS row. */
+typedef struct ingot_shard_stats {
+  uint32_t flags;     /* INGOT_SAMPLING_ROW_NAN | _BAD_ENTRY */
+  uint32_t count;     /* allowed tokens */
+  float max;          /* the largest allowed l (-Inf: none) */
+  int32_t max_id;     /* the lowest global id holding it (-1: none) */
+  float raw_max;      /* the largest finite x (-Inf: none) */
+  int32_t raw_max_id; /* the lowest global id holding it (-1: none) */
+} ingot_shard_stats;
+
+/* CANDIDATES row: kc of these, in rank order; unused ones (-Inf, -1).
+ * Also the top-n entries of a DRAW row (value = s or the raw value). */
+typedef struct ingot_shard_ranked {
+  float value;
+  int32_t id;
+} ingot_shard_ranked;
+
+/* TOPK row: count[256]; TOPP row: count[256] then mass[256]. */
+
+/* DRAW row, followed by n ingot_shard_ranked (the shard's top-n list). */
+typedef struct ingot_shard_draw {
+  float key;                /* the best s + g over the shard's part of F */
+  int32_t id;               /* its id (-1: none) */
+  float s;                  /* its s */
+  float raw;                /* its raw value (x - raw max) / T' */
+  ingot_exact_sum mass;     /* sum of w over the shard's part of F */
+  ingot_exact_sum raw_mass; /* sum of e^raw over the shard's finite x */
+} ingot_shard_draw;
+
+/* MASS row: one ingot_exact_sum. */
+
+/* The steps of a call. */
+#define INGOT_SHARD_MAX_STEPS INGOT_SAMPLING_SHARD_MAX_STEPS
+
+typedef struct ingot_shard_steps {
+  int32_t count;
+  int32_t kind[INGOT_SHARD_MAX_STEPS];  /* INGOT_SHARD_STEP_* */
+  int32_t round[INGOT_SHARD_MAX_STEPS]; /* 0..3 for the radix rounds */
+  int64_t row_bytes[INGOT_SHARD_MAX_STEPS];
+} ingot_shard_steps;
+
+static inline ingot_shard_steps ingot_shard_steps_of(int32_t max_top_k, int32_t num_top,
+                                                     uint32_t flags) {
+  ingot_shard_steps p;
+  p.count = 0;
+#define INGOT_SHARD_ADD_STEP(k, r, bytes)                 \
+  do {                                                    \
+    p.kind[p.count] = (k);                                \
+    p.round[p.count] = (r);                               \
+    p.row_bytes[p.count] = (int64_t)(bytes);              \
+    p.count++;                                            \
+  } while (0)
+  INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_STATS, 0, sizeof(ingot_shard_stats));
+  if (max_top_k > 0)
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_CANDIDATES, 0,
+                         (int64_t)max_top_k * (int64_t)sizeof(ingot_shard_ranked));
+  if (flags & INGOT_SAMPLING_SHARD_SELECT_TOP_K)
+    for (int r = 0; r < INGOT_SHARD_ROUNDS; r++)
+      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPK, r, INGOT_SHARD_BUCKETS * sizeof(uint32_t));
+  if (flags & INGOT_SAMPLING_SHARD_SELECT_TOP_P)
+    for (int r = 0; r < INGOT_SHARD_ROUNDS; r++)
+      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPP, r,
+                           INGOT_SHARD_BUCKETS * (sizeof(uint32_t) + sizeof(ingot_exact_sum)));
+  if (flags & INGOT_SAMPLING_SHARD_SOFTMAX)
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_MASS, 0, sizeof(ingot_exact_sum));
+  else
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_DRAW, 0,
+                         sizeof(ingot_shard_draw) +
+                             (int64_t)num_top * (int64_t)sizeof(ingot_shard_ranked));
+#undef INGOT_SHARD_ADD_STEP
+  return p;
+}
+
+/* Bytes of one shard's record of a step: header + B rows, rounded to 16
+ * (B < 2^31 and rows of at most 8 MB: no overflow in int64). */
+static inline int64_t ingot_shard_record_bytes(int64_t batch, int64_t row_bytes) {
+  return (INGOT_SHARD_HEADER_BYTES + batch * row_bytes + 15) / 16 * 16;
+}
+
+/* The radix digit of round r: shift and width (8, 8, 8, 7 bits). */
+static inline int ingot_shard_digit_shift(int round) { return round == 3 ? 0 : 23 - 8 * round; }
+static inline int ingot_shard_digit_bits(int round) { return round == 3 ? 7 : 8; }
+
+/* The rank key of a scaled value s <= 0 (or -Inf): ascending key is
+ * descending s, and -0 / +0 share key 0. */
+static inline uint32_t ingot_shard_rank_key(float s) { return ingot_f32_bits(s) & 0x7fffffffu; }
+
+/* s of a rank key (the negative value; key 0 gives -0, whose weight is 1). */
+static inline float ingot_shard_key_value(uint32_t key) {
+  return ingot_bits_f32(key | 0x80000000u);
+}
+
+#endif /* INGOT_COMMON_SAMPLING_SHARD_H */
