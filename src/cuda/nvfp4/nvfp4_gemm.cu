@@ -782,8 +782,13 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
   p.d_bf16 = d.dtype == INGOT_DTYPE_BF16;
   const int esize = p.d_bf16 ? 2 : 4;
   p.d_vec = (reinterpret_cast<uintptr_t>(d.data) % (2 * esize)) == 0 && (d.stride % 2) == 0;
-  if (sm90_usable(ctx) && sm90_aligned(a, b))
-    return sm90_launch(ctx, op, p, false, workspace, workspace_bytes, stream);
+  if (sm90_usable(ctx) && sm90_aligned(a, b)) {
+    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
+    if (workspace_bytes < sp.ws_bytes)
+      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
+                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
+    return sm90_launch(ctx, op, p, sp, false, workspace, stream);
+  }
   const Plan pl = make_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
   if ((st = check_smem(ctx, op, pl.bn))) return st;
   if (workspace_bytes < pl.ws_bytes)
@@ -831,8 +836,13 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
   p.h_sf_cols = h->scale_cols;
   p.h_vec = (reinterpret_cast<uintptr_t>(h->values) & 7u) == 0 && (h->values_stride & 7) == 0;
   p.gs_h = h_global_scale;
-  if (sm90_usable(ctx) && sm90_aligned(a, w))
-    return sm90_launch(ctx, op, p, true, workspace, workspace_bytes, stream);
+  if (sm90_usable(ctx) && sm90_aligned(a, w)) {
+    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true);
+    if (workspace_bytes < sp.ws_bytes)
+      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
+                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
+    return sm90_launch(ctx, op, p, sp, true, workspace, stream);
+  }
   const Plan pl = make_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true); // BN = 128
   if ((st = check_smem(ctx, op, 128))) return st;
   p.k_tiles_per_split = pl.k_tiles_per_split;

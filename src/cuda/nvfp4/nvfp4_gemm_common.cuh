@@ -44,9 +44,9 @@ struct GemmParams {
   int64_t h_sf_cols;  // padded scale columns of h
   int h_vec;          // 1: 8-byte aligned h value blocks
   const float *gs_h;
-  // sm90 weight-in-registers path: A decoded to bf16 tile images (nvfp4_gemm_sm90.cu)
+  // sm90 weight-in-registers path: A decoded to bf16 (K permuted within each K-tile)
   uint8_t *xb;
-  int xb_nx; // rows of A a tile
+  int64_t xb_stride; // bytes
 };
 
 // ---- PTX helpers ---------------------------------------------------------------------
@@ -241,10 +241,10 @@ bool sm90_usable(const struct ingot_context *ctx);
 Sm90Plan sm90_plan(const struct ingot_context *ctx, int64_t m, int64_t n, int64_t k, bool geglu);
 // The operands' layouts that the path reads with vector loads.
 bool sm90_aligned(const ingot_nvfp4_operand *a, const ingot_nvfp4_operand *b);
-// Plans and launches the decode of A and the GEMM (geglu: with the GeGLU epilogue). p
-// holds the operands and the outputs; INSUFFICIENT_WORKSPACE below the plan's size.
-ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, bool geglu,
-                         void *workspace, size_t workspace_bytes, cudaStream_t stream);
+// Launches the decode of A and the GEMM (geglu: with the GeGLU epilogue). p holds the
+// operands and the outputs; the workspace is at least plan.ws_bytes.
+ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, const Sm90Plan &pl,
+                         bool geglu, void *workspace, cudaStream_t stream);
 void sm90_init(struct ingot_context *ctx);
 
 } // namespace ingot_nvfp4

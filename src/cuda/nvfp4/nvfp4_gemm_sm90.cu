@@ -7,46 +7,43 @@
  * wgmma's A operand, which may come from registers, and the activations A are
  * the shared-memory operand. Two launches:
  *
- *   nvfp4_decode_a_kernel  A (NVFP4) -> bf16 in the workspace, each element
- *                 decoded once (the sm_80 kernel decodes a row tile of A again
- *                 in every column tile), written as the shared-memory images of
- *                 the main loop's A tiles: NX rows x one K-tile of 64, rows
- *                 padded with zeros to whole tiles, 16-byte chunks swizzled as
- *                 wgmma's 128-byte swizzle wants, and the columns of each
- *                 K-tile permuted to the order in which the main loop's
+ *   nvfp4_decode_a_kernel  A (NVFP4) -> bf16 [M, K] in the workspace, each
+ *                 element decoded once (the sm_80 kernel decodes a row tile of
+ *                 A again in every column tile). Within each K-tile of 64 the
+ *                 columns are permuted to the order in which the main loop's
  *                 register decode delivers the weight's K (below); the dot
  *                 products are unchanged.
  *   nvfp4_sm90_kernel<NX, kEpi>  CTA tile 128 rows of B x NX rows of A (NX =
- *                 8 ... 256 by M, wgmma m64nNXk16), one CTA an SM, three
- *                 warpgroups, warp-specialised:
- *                 - one producer warp fills a ring of kStages buffers: each
- *                   K-tile's A image by one bulk copy (cp.async.bulk) and B's
- *                   packed values [128][32] and 512 scale bytes by cp.async,
- *                   all completing on the buffer's `full` mbarrier; it refills
- *                   a buffer once its `empty` mbarrier says the consumers are
- *                   done with it. Its warpgroup gives registers to the
- *                   consumers (setmaxnreg).
- *                 - two consumer warpgroups of 64 rows of B each: per K-tile,
- *                   each thread takes the 8 value bytes and the scale byte of
+ *                 8 ... 256 by M, wgmma m64nNXk16), 256 threads = two
+ *                 warpgroups of 64 rows of B each. Per K-tile of 64:
+ *                 - the bf16 A tile [NX][64] (128-byte rows, 16-byte chunks
+ *                   XOR-swizzled by row & 7: the layout of wgmma's 128-byte
+ *                   swizzle) and B's packed values [128][32] and scales (one
+ *                   512-byte chunk) come through a cp.async ring of kStages
+ *                   buffers, kStages - 2 K-tiles ahead (5 to 12 by NX: deep
+ *                   enough at small M to keep HBM busy);
+ *                 - each thread takes the 8 value bytes and the scale byte of
  *                   one 16-element block of each of its two weight rows (g,
- *                   g + 8 of its warp's 16) and decodes them
- *                   (nvfp4_gemm_common.cuh's decode8: shifts, masks and one
- *                   bf16x2 multiply by the block scale) into the four k16 A
- *                   fragments of the K-tile, issues four wgmma with A from
- *                   registers, waits for the previous K-tile's wgmma (two
- *                   fragment sets alternate) and releases that K-tile's buffer.
- *                   No CTA-wide barrier in the main loop.
+ *                   g + 8 of its warp's 16) from the ring and decodes them
+ *                   (nvfp4_gemm_common.cuh's decode8: shifts,
+ *                   masks and one bf16x2 multiply by the block scale) into the
+ *                   four k16 A fragments of the K-tile and issues four wgmma
+ *                   with A from registers, then waits for the previous
+ *                   K-tile's wgmma (two A fragment sets alternate).
  *                 K-tile order inside a thread: block t (= lane % 4) of the
  *                 K-tile gives the pairs (i, i + 4) of its two 8-element
  *                 words, W[0..7]; k16 step s takes W[2s] at fragment columns
  *                 (2t, 2t+1) and W[2s + 1] at (2t + 8, 2t + 9). The decode of
  *                 A writes its bf16 columns in that same order.
- *                 Epilogue (consumers): the accumulator (rows of B x rows of
- *                 A) is staged transposed in shared memory as fp32
- *                 [NX][128 + 4], then the common epilogue arithmetic
- *                 (nvfp4_gemm_common.cuh) stores D (split-K: partials summed in
- *                 split order, deterministic) or quantizes the GeGLU's h
- *                 blocks, exactly as the sm_80 kernel.
+ *                 Epilogue: the accumulator (rows of B x rows of A) is staged
+ *                 transposed in shared memory as fp32 [NX][128 + 4], then the
+ *                 common epilogue arithmetic (nvfp4_gemm_common.cuh) stores D
+ *                 (split-K: partials summed in split order, deterministic) or
+ *                 quantizes the GeGLU's h blocks, exactly as the sm_80 kernel.
+ *
+ * A K range whose K-tile count is not a multiple of kUnroll runs the last
+ * step with zero tiles (zero values, scale 0: they add +0 to accumulators
+ * that are never -0).
  */
 #include "cuda/cuda.cuh"
 #include "cuda/nvfp4/nvfp4_gemm_common.cuh"
@@ -54,9 +51,9 @@
 namespace ingot_nvfp4 {
 namespace {
 
-constexpr int kConsumerThreads = 256; // two warpgroups: decode and wgmma
-constexpr int kThreads = kConsumerThreads + 128; // + the producer warpgroup (one warp loads)
+constexpr int kThreads = 256;   // two warpgroups
 constexpr int kRowsB = 128;     // rows of B (output columns) a CTA: 64 a warpgroup
+constexpr int kUnroll = 2;      // K-tiles a loop step: the two A fragment sets alternate
 constexpr int kStride = kRowsB + 4; // epilogue staging floats a row of A (conflict-free)
 enum { kEpiGemm = 0, kEpiGeglu = 1 };
 
@@ -64,59 +61,39 @@ template <int NX>
 struct Cfg {
   static_assert(NX == 8 || NX == 16 || NX == 32 || NX == 64 || NX == 128 || NX == 256, "NX");
   // a stage: the bf16 A tile [NX][64], then B's packed values [128][32] and its 512 scale
-  // bytes, padded to 1 KiB (the next A tile stays 1024-byte aligned). One CTA an SM, with
-  // as many stages as its shared memory holds (up to 16: deep at small M for HBM).
+  // bytes, padded to 1 KiB (the next A tile stays 1024-byte aligned)
+  static constexpr int kStages = NX >= 256 ? 5 : NX >= 64 ? 8 : 12; // K-tiles in flight + 2
   static constexpr int kTileA = NX * 128;
   static constexpr int kStageBytes = kTileA + 5120;
-  static constexpr int kFit = (227 * 1024 - 1024 - 256 - 1024) / kStageBytes;
-  static constexpr int kStages = kFit < 16 ? kFit : 16;
   static constexpr int kPipeBytes = kStages * kStageBytes;
   static constexpr int kStagingBytes = NX * kStride * 4;
   static constexpr int kLut = kPipeBytes > kStagingBytes ? kPipeBytes : kStagingBytes;
-  // + the scale table, the full and empty barriers, the 1024-byte alignment
-  static constexpr int kSmem = kLut + 1024 + 256 + 1024;
-  static_assert(16 * kStages <= 256 && kSmem <= 227 * 1024, "shared memory");
-  // registers a thread after the split: the producer warpgroup gives most of its share to
-  // the consumers (65536 a CTA; the kernel starts at 168 a thread)
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
-  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "regs");
+  static constexpr int kSmem = kLut + 1024 + 1024; // + the scale table + 1024-byte alignment
+  static constexpr int kMinBlocks = NX >= 128 ? 1 : 2;
   typedef float Acc[NX / 8][4];
 };
 
 int nx_of(int64_t m) {
   return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : m <= 128 ? 128 : 256;
 }
+int min_blocks_of(int nx) { return nx >= 128 ? 1 : 2; }
 
 // ---- decode of A ---------------------------------------------------------------------
 
 // One thread a (row, K-tile): 32 value bytes and 4 scale bytes in, 64 bf16 out, in the
 // main loop's K order: bf16x2 word 8s + 4h + t of the K-tile = W_t[2s + h], where W_t
-// are the decode8 pairs of block t. The output is the shared-memory image of the main
-// loop's A tiles, so that one bulk copy brings a tile in: tile (x, kt) holds rows
-// [x * NX, x * NX + NX) of K-tile kt at (x * k_tiles + kt) * NX * 128 bytes, row r at
-// r * 128, its 16-byte chunk q at ((q ^ (r & 7)) * 16) (wgmma's 128-byte swizzle).
-// Rows >= M are zeros.
+// are the decode8 pairs of block t.
 __global__ void __launch_bounds__(256) nvfp4_decode_a_kernel(const GemmParams p) {
 #if INGOT_NVFP4_WGMMA
   // the GEMM (launched as this kernel's programmatic dependent) may start now: it loads
   // its first weight tiles, then waits for this grid to finish before it reads A
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const int k_tiles = p.k / 64, nx = p.xb_nx;
-  const int rows = (p.m + nx - 1) / nx * nx;
-  const int64_t items = static_cast<int64_t>(rows) * k_tiles;
+  const int k_tiles = p.k / 64;
+  const int64_t items = static_cast<int64_t>(p.m) * k_tiles;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < items;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int m = static_cast<int>(i / k_tiles), kt = static_cast<int>(i % k_tiles);
-    const int r = m % nx;
-    uint4 *dst = reinterpret_cast<uint4 *>(
-        p.xb + ((static_cast<int64_t>(m / nx) * k_tiles + kt) * nx + r) * 128);
-    if (m >= p.m) {
-#pragma unroll
-      for (int q = 0; q < 8; q++) dst[q] = make_uint4(0, 0, 0, 0);
-      continue;
-    }
     const uint4 *src = reinterpret_cast<const uint4 *>(p.a_val + static_cast<int64_t>(m) * p.a_stride + kt * 32);
     const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
     const uint32_t sf4 = __ldg(reinterpret_cast<const uint32_t *>(
@@ -130,10 +107,11 @@ __global__ void __launch_bounds__(256) nvfp4_decode_a_kernel(const GemmParams p)
       decode8(words[2 * t], s2, w[t]);
       decode8(words[2 * t + 1], s2, w[t] + 4);
     }
+    uint4 *dst = reinterpret_cast<uint4 *>(p.xb + static_cast<int64_t>(m) * p.xb_stride + kt * 128);
 #pragma unroll
     for (int q = 0; q < 8; q++) {
       const int j = 2 * (q >> 1) + (q & 1);
-      dst[q ^ (r & 7)] = make_uint4(w[0][j], w[1][j], w[2][j], w[3][j]);
+      dst[q] = make_uint4(w[0][j], w[1][j], w[2][j], w[3][j]);
     }
   }
 }
@@ -272,131 +250,56 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[1][4], const uint32_t (&a)[4
 }
 #endif
 
-#if INGOT_NVFP4_WGMMA
-// ---- mbarriers and the bulk copy (the ring between the producer warp and the consumers)
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Waits for the completion of the barrier's phase of parity `parity`.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-// One arrival on `bar` once this thread's earlier cp.async have landed.
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-// `bytes` (a multiple of 16) from global to shared memory; completes on `bar` as transactions.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-template <int R>
-__device__ __forceinline__ void regs_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <int R>
-__device__ __forceinline__ void regs_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-// The consumer warpgroups only (the producer warp does not take part).
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
-}
-#endif
-
 template <int NX, int kEpi>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParams p) {
+__global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_kernel(const GemmParams p) {
 #if INGOT_NVFP4_WGMMA
   typedef Cfg<NX> C;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // the 128-byte swizzle is on address bits: 1024-byte aligned tiles
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint32_t *lut = reinterpret_cast<uint32_t *>(smem + C::kLut);
-  const uint32_t full0 = smem_u32(smem + C::kLut + 1024);    // full[s]: tile s has landed
-  const uint32_t empty0 = full0 + 8 * C::kStages;              // empty[s]: its readers are done
-  const int tid = threadIdx.x, lane = tid & 31;
-  if (tid < 256) lut[tid] = scale_bf16x2(static_cast<uint8_t>(tid));
-  if (tid == 0) {
-    for (int s = 0; s < C::kStages; s++) {
-      mbar_init(full0 + 8 * s, 33);                  // the producer's 32 lanes + the expect_tx
-      mbar_init(empty0 + 8 * s, kConsumerThreads / 32); // one a consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  const int tid = threadIdx.x, lane = tid & 31, t = lane & 3, g = lane >> 2;
+  lut[tid] = scale_bf16x2(static_cast<uint8_t>(tid)); // kThreads == 256 entries
   const int m0 = blockIdx.x * NX, n0 = blockIdx.y * kRowsB;
   const int k_tiles = p.k / 64;
   const int kt0 = blockIdx.z * p.k_tiles_per_split;
-  const int tiles = min(kt0 + p.k_tiles_per_split, k_tiles) - kt0; // K-tiles of this CTA
+  const int kt_end = min(kt0 + p.k_tiles_per_split, k_tiles);
+  const int steps = (kt_end - kt0 + kUnroll - 1) / kUnroll;
 
-  if (tid >= kConsumerThreads) {
-    regs_dec<C::kProducerRegs>();
-    if (tid >= kConsumerThreads + 32) return;
-    // ---- the producer warp: K-tile i into ring slot i % kStages, once its readers are done
-    // B's packed values: 8 16-byte chunks a lane, rows lane / 2 + 16 j (zeros for rows
-    // >= N); the 512 scale bytes of the 128 rows: one chunk a lane (the scale buffer is
-    // padded to 128 rows)
-    const uint8_t *wsrc = p.b_val + static_cast<int64_t>(min(n0 + (lane >> 1), p.n - 1)) * p.b_stride + (lane & 1) * 16 +
-                          static_cast<int64_t>(kt0) * 32;
-    const int rows_left = p.n - n0 - (lane >> 1); // this lane's rows j with 16 j < rows_left exist
-    const uint8_t *sfsrc = p.b_sf + static_cast<int64_t>(n0 >> 7) * p.b_sf_block + lane * 16 +
-                           static_cast<int64_t>(kt0) * 512;
-    // the decoded A: tile images of NX rows x one K-tile, in K-tile order
-    const uint8_t *asrc = p.xb + (static_cast<int64_t>(blockIdx.x) * k_tiles + kt0) * C::kTileA;
-    auto load_w = [&](int slot, int i) {
-      const uint32_t dst = smem_u32(smem + slot * C::kStageBytes + C::kTileA) + lane * 16;
-      const uint8_t *src = wsrc + static_cast<int64_t>(i) * 32;
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        const bool ok = 16 * j < rows_left;
-        cp_async16(dst + 512 * j, ok ? src + 16 * j * p.b_stride : wsrc, ok ? 16 : 0);
-      }
-      cp_async16(smem_u32(smem + slot * C::kStageBytes + C::kTileA + 4096) + lane * 16,
-                 sfsrc + static_cast<int64_t>(i) * 512, 16);
-      cp_async_arrive(full0 + 8 * slot);
-    };
-    auto load_a = [&](int slot, int i) {
-      if (lane == 0) {
-        mbar_arrive_expect_tx(full0 + 8 * slot, C::kTileA);
-        bulk_copy(smem_u32(smem + slot * C::kStageBytes), asrc + static_cast<int64_t>(i) * C::kTileA,
-                  C::kTileA, full0 + 8 * slot);
-      }
-    };
-    // the weight does not depend on the previous grid: its first tiles load before the wait
-    const int first = min(tiles, C::kStages);
-    for (int i = 0; i < first; i++) load_w(i, i);
-    // the decoded A is written by the previous grid (programmatic dependent launch)
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    for (int i = 0; i < first; i++) load_a(i, i);
-    int slot = 0, round = 1;
-    for (int i = first; i < tiles; i++) {
-      mbar_wait(empty0 + 8 * slot, (round - 1) & 1); // the consumers' release of this slot
-      load_w(slot, i);
-      load_a(slot, i);
-      if (++slot == C::kStages) slot = 0, round++;
-    }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    return;
-  }
-
-  // ---- the consumer warpgroups: decode the weight into registers, wgmma ----
-  regs_inc<C::kConsumerRegs>();
-  const int t = lane & 3, g = lane >> 2;
+  // B's packed K-tile kt into ring buffer `slot`: one 16-byte chunk of values a thread
+  // (zeros for rows >= N or beyond the K range), and the 512-byte scale chunk of the 128
+  // rows (it exists for every row: the scale buffer is padded to 128 rows)
+  const uint8_t *wsrc = p.b_val + static_cast<int64_t>(min(n0 + (tid >> 1), p.n - 1)) * p.b_stride + (tid & 1) * 16;
+  const bool w_row_ok = n0 + (tid >> 1) < p.n;
+  const uint8_t *sfsrc = p.b_sf + static_cast<int64_t>(n0 >> 7) * p.b_sf_block + (tid & 31) * 16;
+  auto load_w = [&](int slot, int kt) {
+    uint8_t *dst = smem + slot * C::kStageBytes + C::kTileA;
+    const bool in = kt < kt_end;
+    cp_async16(smem_u32(dst + tid * 16), wsrc + static_cast<int64_t>(in ? kt : 0) * 32,
+               in && w_row_ok ? 16 : 0);
+    if (tid < 32)
+      cp_async16(smem_u32(dst + 4096 + tid * 16), sfsrc + static_cast<int64_t>(in ? kt : 0) * 512,
+                 in ? 16 : 0);
+  };
   // this thread's weight rows in the tile: g and g + 8 of its warp's 16; block t of each
   const int wr0 = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
+  // the bf16 A tile of K-tile kt into ring buffer `slot` (zeros beyond M or the K range)
+  auto load_a = [&](int slot, int kt) {
+    uint8_t *dst = smem + slot * C::kStageBytes;
+    constexpr int kChunks = NX * 8;
+#pragma unroll
+    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; j++) {
+      const int i = tid + j * kThreads;
+      if (kChunks % kThreads == 0 || i < kChunks) {
+        const int r = i >> 3, c = i & 7;
+        const bool ok = kt < kt_end && m0 + r < p.m;
+        const uint8_t *src = p.xb + static_cast<int64_t>(ok ? m0 + r : 0) * p.xb_stride +
+                             static_cast<int64_t>(ok ? kt : 0) * 128 + c * 16;
+        cp_async16(smem_u32(dst + r * 128 + ((c ^ (r & 7)) << 4)), src, ok ? 16 : 0);
+      }
+    }
+  };
+
   // small tiles: the k16 steps alternate between two accumulators, so that a K-tile's
   // wgmma are two dependent chains of 2, not one of 4 (summed in a fixed order at the end)
   constexpr int kChains = NX <= 64 ? 2 : 1;
@@ -407,45 +310,54 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
     for (int j = 0; j < NX / 8; j++)
 #pragma unroll
       for (int q = 0; q < 4; q++) accs[c][j][q] = 0.0f;
-  uint32_t frag[2][4][4]; // two K-tiles of A fragments: one in flight, one being decoded
-  int slot = 0, prev = -1;
-  uint32_t parity = 0;
-  // K-tile i from `slot` with fragment set f; then releases the slot of K-tile i - 1,
-  // whose wgmma have finished
-  auto step = [&](uint32_t(&a)[4][4]) {
-    mbar_wait(full0 + 8 * slot, parity);
-    const uint8_t *wt = smem + slot * C::kStageBytes + C::kTileA;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = wr0 + 8 * h;
-      const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
-      const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
-      uint32_t w[8];
-      decode8(v.x, s2, w);
-      decode8(v.y, s2, w + 4);
+  for (int s = 0; s < C::kStages - 2; s++) load_w(s, kt0 + s);
+  // the decoded A is written by the previous grid (programmatic dependent launch)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #pragma unroll
-      for (int s = 0; s < 4; s++) a[s][h] = w[2 * s], a[s][2 + h] = w[2 * s + 1];
-    }
-    const uint64_t db = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
-    wgmma_fence();
-#pragma unroll
-    for (int s = 0; s < 4; s++) wgmma_rs(accs[s % kChains], a[s], db + 2 * s);
-    wgmma_commit();
-    wgmma_wait1();
-    if (prev >= 0) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty0 + 8 * prev);
-    }
-    prev = slot;
-    if (++slot == C::kStages) slot = 0, parity ^= 1;
-  };
-  for (int i = 0; i + 1 < tiles; i += 2) {
-    step(frag[0]);
-    step(frag[1]);
+  for (int s = 0; s < C::kStages - 2; s++) {
+    load_a(s, kt0 + s);
+    cp_async_commit();
   }
-  if (tiles & 1) step(frag[0]);
+  uint32_t frag[2][4][4]; // two K-tiles of A fragments: one in flight, one being decoded
+  int slot = 0;           // ring buffer of K-tile `it`
+  for (int step = 0; step < steps; step++) {
+#pragma unroll
+    for (int j = 0; j < kUnroll; j++) {
+      const int kt = kt0 + step * kUnroll + j;
+      cp_async_wait<C::kStages - 3>(); // this thread's part of tile kt has landed
+      fence_proxy_async();             // visible to wgmma (the async proxy)
+      __syncthreads(); // everyone's part; and every warpgroup's wgmma of kt - 2 is done
+      int next = slot + C::kStages - 2;
+      if (next >= C::kStages) next -= C::kStages;
+      load_a(next, kt + C::kStages - 2); // into the buffer of kt - 2
+      load_w(next, kt + C::kStages - 2);
+      cp_async_commit();
+      uint32_t(&a)[4][4] = frag[j & 1]; // last read by the wgmma of kt - 2
+      const uint8_t *wt = smem + slot * C::kStageBytes + C::kTileA;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = wr0 + 8 * h;
+        const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
+        const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
+        uint32_t w[8];
+        decode8(v.x, s2, w);
+        decode8(v.y, s2, w + 4);
+#pragma unroll
+        for (int s = 0; s < 4; s++) a[s][h] = w[2 * s], a[s][2 + h] = w[2 * s + 1];
+      }
+      const uint64_t db = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 4; s++) wgmma_rs(accs[s % kChains], a[s], db + 2 * s);
+      wgmma_commit();
+      wgmma_wait1();
+      slot = slot + 1 == C::kStages ? 0 : slot + 1;
+    }
+  }
   wgmma_wait0();
   fence_acc(accs);
+  cp_async_wait<0>();
   typename C::Acc &acc = accs[0];
   if constexpr (kChains == 2) {
 #pragma unroll
@@ -455,19 +367,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
   }
 
   // ---- epilogue: stage the accumulator as fp32 [NX rows of A][128 rows of B] ----
-  // every load of the ring has landed (each was waited for) and every wgmma is done
   float *stage = reinterpret_cast<float *>(smem);
-  consumer_sync(); // both warpgroups' wgmma have read the ring
+  __syncthreads(); // every warpgroup's wgmma has read the ring
   {
+    const int wc = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
 #pragma unroll
     for (int j = 0; j < NX / 8; j++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        stage[(8 * j + 2 * t + e) * kStride + wr0] = acc[j][e];
-        stage[(8 * j + 2 * t + e) * kStride + wr0 + 8] = acc[j][2 + e];
+        stage[(8 * j + 2 * t + e) * kStride + wc] = acc[j][e];
+        stage[(8 * j + 2 * t + e) * kStride + wc + 8] = acc[j][2 + e];
       }
   }
-  consumer_sync();
+  __syncthreads();
   const float alpha = alpha_of(p);
   if constexpr (kEpi == kEpiGemm) {
     constexpr int kVec = NX * kRowsB / 4; // float4 of the staged tile
@@ -477,19 +389,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
       const int tile = blockIdx.y * gridDim.x + blockIdx.x;
       float4 *base = reinterpret_cast<float4 *>(p.ws) + static_cast<int64_t>(tile) * p.splits * kVec;
       float4 *mine = base + static_cast<int64_t>(blockIdx.z) * kVec;
-      for (int i = tid; i < kVec; i += kConsumerThreads)
+      for (int i = tid; i < kVec; i += kThreads)
         __stcg(mine + i, *reinterpret_cast<const float4 *>(stage + (i >> 5) * kStride + 4 * (i & 31)));
       __threadfence();
-      consumer_sync();
+      __syncthreads();
       if (tid == 0) {
         const unsigned old = atomicAdd(p.counters + tile, 1u);
         last = old == static_cast<unsigned>(p.splits - 1);
         if (last) p.counters[tile] = 0; // ready for the next call / graph replay
       }
-      consumer_sync();
+      __syncthreads();
       if (!last) return;
       __threadfence();
-      for (int i = tid; i < kVec; i += kConsumerThreads) {
+      for (int i = tid; i < kVec; i += kThreads) {
         float4 s = __ldcg(base + i);
         for (int z = 1; z < p.splits; z++) {
           const float4 v = __ldcg(base + static_cast<int64_t>(z) * kVec + i);
@@ -498,9 +410,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
         }
         *reinterpret_cast<float4 *>(stage + (i >> 5) * kStride + 4 * (i & 31)) = s;
       }
-      consumer_sync();
+      __syncthreads();
     }
-    for (int i = tid; i < NX * kRowsB / 2; i += kConsumerThreads) {
+    for (int i = tid; i < NX * kRowsB / 2; i += kThreads) {
       const int r = i >> 6, c = 2 * (i & 63);
       const int row = m0 + r, col = n0 + c;
       if (row < p.m && col < p.n) {
@@ -515,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
     constexpr int kItems = NX * 4;                         // (row, h block): 4 h blocks a tile
     static_assert(kItems % 32 == 0, "whole warps");
 #pragma unroll 1
-    for (int i = tid; i < kItems; i += kConsumerThreads) {
+    for (int i = tid; i < kItems; i += kThreads) {
       const int r = i % NX, b = i / NX;
       const int row = m0 + r, hb = (n0 >> 5) + b;
       const bool col_ok = n0 + 32 * b < p.n; // N % 64 == 0: whole h blocks
@@ -528,13 +440,13 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
     const int row_end = last_x ? rp : min(m0 + NX, rp);
     if (last_x && m0 + NX < rp) {
       const int extra = rp - (m0 + NX), blocks = min(4, (p.n - n0) / 32);
-      for (int i = tid; i < extra * blocks; i += kConsumerThreads)
+      for (int i = tid; i < extra * blocks; i += kThreads)
         p.h_sf[ingot_nvfp4_swizzle_offset(m0 + NX + i / blocks, (n0 >> 5) + i % blocks, p.h_sf_cols)] = 0;
     }
     if (n0 + kRowsB >= p.n) {
       const int h_blocks = p.n / 32, pad = static_cast<int>(p.h_sf_cols) - h_blocks;
       const int rows = row_end - m0;
-      for (int i = tid; i < rows * pad; i += kConsumerThreads)
+      for (int i = tid; i < rows * pad; i += kThreads)
         p.h_sf[ingot_nvfp4_swizzle_offset(m0 + i / pad, h_blocks + i % pad, p.h_sf_cols)] = 0;
     }
   }
@@ -556,16 +468,16 @@ Sm90Plan sm90_plan(const struct ingot_context *ctx, int64_t m, int64_t n, int64_
   pl.w_tiles = static_cast<int>((n + kRowsB - 1) / kRowsB);
   const int k_tiles = static_cast<int>(k / 64);
   const int64_t tiles = static_cast<int64_t>(pl.x_tiles) * pl.w_tiles;
-  const int64_t slots = ctx->sm_count > 0 ? ctx->sm_count : 1; // one CTA an SM
+  const int64_t slots = static_cast<int64_t>(ctx->sm_count > 0 ? ctx->sm_count : 1) * min_blocks_of(pl.nx);
   int splits = 1;
   // split K (the plain GEMM) while a wave is less than ~80% full and each split keeps
   // >= 8 K-tiles
   while (!geglu && splits < 16 && tiles * splits * 5 < slots * 4 && k_tiles / (splits * 2) >= 8)
     splits *= 2;
-  pl.k_tiles_per_split = (k_tiles + splits - 1) / splits;
+  const int per = (k_tiles + splits - 1) / splits;
+  pl.k_tiles_per_split = (per + kUnroll - 1) / kUnroll * kUnroll;
   pl.splits = (k_tiles + pl.k_tiles_per_split - 1) / pl.k_tiles_per_split;
-  // A's tile images: rows padded to whole tiles
-  pl.xb_bytes = (static_cast<size_t>(pl.x_tiles) * pl.nx * static_cast<size_t>(k) * 2 + 255) & ~size_t(255);
+  pl.xb_bytes = (static_cast<size_t>(m) * static_cast<size_t>(k) * 2 + 255) & ~size_t(255);
   pl.ws_bytes = pl.xb_bytes;
   if (pl.splits > 1)
     pl.ws_bytes += static_cast<size_t>(tiles) * pl.splits * pl.nx * kRowsB * sizeof(float) +
@@ -601,14 +513,10 @@ ingot_status launch_nx(struct ingot_context *ctx, const char *op, const GemmPara
   return ingot_cuda_check_launch(ctx, op);
 }
 
-ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, bool geglu,
-                         void *workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const Sm90Plan pl = sm90_plan(ctx, p.m, p.n, p.k, geglu);
-  if (workspace_bytes < pl.ws_bytes)
-    return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op, "workspace_bytes: %zu, need %zu",
-                           workspace_bytes, pl.ws_bytes);
+ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, const Sm90Plan &pl,
+                         bool geglu, void *workspace, cudaStream_t stream) {
   p.xb = static_cast<uint8_t *>(workspace);
-  p.xb_nx = pl.nx;
+  p.xb_stride = static_cast<int64_t>(p.k) * 2;
   p.k_tiles_per_split = pl.k_tiles_per_split;
   p.splits = pl.splits;
   if (pl.splits > 1) {
@@ -618,7 +526,7 @@ ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p
                                               tiles * pl.splits * pl.nx * kRowsB * sizeof(float));
     INGOT_CUDA_TRY(ctx, op, cudaMemsetAsync(p.counters, 0, tiles * sizeof(unsigned), stream));
   }
-  const int64_t items = static_cast<int64_t>(pl.x_tiles) * pl.nx * (p.k / 64);
+  const int64_t items = static_cast<int64_t>(p.m) * (p.k / 64);
   nvfp4_decode_a_kernel<<<ingot_cuda_grid(ctx, items, 256, 8), 256, 0, stream>>>(p);
   ingot_status st = ingot_cuda_check_launch(ctx, op);
   if (st) return st;
