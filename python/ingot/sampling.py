@@ -311,8 +311,11 @@ def torch_param(logits, name, value, kind, shape):
         raise _wrong_dtype(name, dtype, kind)
     value = value.to(device)
     if kind == "i32" and dtype.itemsize >= 4 and dtype != torch.int32:  # saturate
-        value = (value.clamp(_INT32_MIN, _INT32_MAX) if dtype.is_signed
-                 else value.clamp(max=_INT32_MAX))
+        if dtype.is_signed:
+            value = value.clamp(_INT32_MIN, _INT32_MAX)
+        else:  # through int64 (some torch builds lack uint64 arithmetic); >= 2^63 wraps below 0
+            value = value.to(torch.int64)
+            value = value.masked_fill(value < 0, _INT32_MAX).clamp(max=_INT32_MAX)
     return value if dtype in exact else value.to(new_dtype)
 
 
