@@ -13,6 +13,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 import ingot  # noqa: E402
+from ingot_program import ingot_program  # noqa: E402
 from ple_files import BROKEN, Checkpoint  # noqa: E402
 
 
@@ -170,15 +171,7 @@ def test_bad_arguments(tmp_path):
 
 @pytest.fixture(scope="module")
 def cli():
-    """$INGOT_CLI; else tools/ingot beside $INGOT_LIBRARY; else build/tools/ingot."""
-    candidates = [Path(__file__).resolve().parents[2] / "build" / "tools" / "ingot"]
-    if os.environ.get("INGOT_LIBRARY"):
-        candidates.insert(0, Path(os.environ["INGOT_LIBRARY"]).resolve().parent / "tools" / "ingot")
-    path = os.environ.get("INGOT_CLI") or next(
-        (str(c) for c in candidates if c.is_file()), str(candidates[-1]))
-    if not Path(path).is_file():
-        pytest.skip(f"no ingot program at {path} (build it, or set INGOT_CLI)")
-    return path
+    return ingot_program()
 
 
 def run(cli, *args):

@@ -20,6 +20,7 @@ pytest.importorskip("ml_dtypes")
 import ml_dtypes  # noqa: E402
 
 import spec_nvfp4 as spec  # noqa: E402
+from ingot_program import ingot_program  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 ST_DTYPES = {  # safetensors dtype -> (numpy dtype, element bytes)
@@ -31,15 +32,8 @@ NUMPY_TO_ST = {np.dtype(v[0]): k for k, v in ST_DTYPES.items()}
 
 
 def _cli():
-    """$INGOT_CLI; else tools/ingot beside $INGOT_LIBRARY (the build folder the
-    other tests use); else this repository's build/tools/ingot."""
-    candidates = [Path(__file__).resolve().parents[2] / "build" / "tools" / "ingot"]
-    if os.environ.get("INGOT_LIBRARY"):
-        candidates.insert(0, Path(os.environ["INGOT_LIBRARY"]).resolve().parent / "tools" / "ingot")
-    path = os.environ.get("INGOT_CLI") or next(
-        (str(c) for c in candidates if c.is_file()), str(candidates[-1]))
-    if not Path(path).is_file():
-        pytest.skip(f"no ingot program at {path} (build it, or set INGOT_CLI)")
+    """The ingot program (conftest.ingot_program), skipping without JSON support."""
+    path = ingot_program()
     probe = subprocess.run([path, "quantize"], capture_output=True, text=True)
     if "built without JSON support" in probe.stderr:
         pytest.skip("ingot was built without JSON support (libcjson-dev)")
