@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sampling_exact_sum.h"
 #include "test_util.h"
 
 static ingot_context_t ctx;
@@ -372,7 +373,8 @@ static int run_steps(const batch *b, const split *sp, int64_t kc, int64_t n, uin
   EXPECT_OK(ctx, st);
   if (st) return 0;
   u->plan = plan;
-  u->gathered_bytes = (size_t)sp->S * plan.max_record_bytes;
+  u->gathered_bytes = plan.max_exchanged_bytes;
+  EXPECT(plan.max_exchanged_bytes <= (size_t)sp->S * plan.max_record_bytes, "exchanged bytes");
   u->gathered = xaligned(u->gathered_bytes, 0x77);
   for (int32_t j = 0; j < sp->S; j++) {
     ingot_sampling_shard sh = shard_of(b, sp, j, kc, n, flags);
@@ -390,14 +392,17 @@ static int run_steps(const batch *b, const split *sp, int64_t kc, int64_t n, uin
       ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
       ingot_sampling_shard_get_plan(ctx, &sh, b->B, b->dtype, &pj);
       st = ingot_sampling_shard_step(ctx, i, &slice, &b->params, &sh, i ? u->gathered : NULL,
-                                     i ? (size_t)sp->S * plan.record_bytes[i - 1] : 0,
-                                     u->records[j], plan.record_bytes[i], u->ws[j],
-                                     pj.workspace_bytes, NULL);
+                                     i ? plan.exchanged_bytes[i - 1] : 0, u->records[j],
+                                     plan.record_bytes[i], u->ws[j], pj.workspace_bytes, NULL);
       EXPECT_OK(ctx, st);
       if (st) return 0;
     }
-    st = ingot_sampling_shard_gather(ctx, sp->S, (const void *const *)u->records,
-                                     plan.record_bytes[i], u->gathered, u->gathered_bytes, NULL);
+    /* the plan's exchange: all-gather, or the uint64 sum of an all-reduce */
+    st = (plan.exchange[i] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM
+              ? ingot_sampling_shard_sum
+              : ingot_sampling_shard_gather)(ctx, sp->S, (const void *const *)u->records,
+                                             plan.record_bytes[i], u->gathered,
+                                             u->gathered_bytes, NULL);
     EXPECT_OK(ctx, st);
     if (st) return 0;
   }
@@ -420,7 +425,7 @@ static void check_sample(const batch *b, const split *sp, int64_t kc, uint32_t f
   memset(&u, 0, sizeof u);
   uint32_t shard_flags = flags | (top_flags ? INGOT_SAMPLING_SHARD_TOP_FINAL : 0u);
   if (run_steps(b, sp, kc, want->n, shard_flags, &u)) {
-    size_t last = u.plan.record_bytes[u.plan.num_steps - 1];
+    size_t last = u.plan.exchanged_bytes[u.plan.num_steps - 1];
     for (int32_t j = 0; j < sp->S; j++) {
       outputs got;
       alloc_outputs(&got, b->B, 1, want->n, top_flags);
@@ -428,7 +433,7 @@ static void check_sample(const batch *b, const split *sp, int64_t kc, uint32_t f
       ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
       ingot_sampling_shard_get_plan(ctx, &sh, b->B, b->dtype, &pj);
       EXPECT_OK(ctx, ingot_sampling_shard_finish_sample(
-                         ctx, &sh, u.gathered, (size_t)sp->S * last, &got.t_tokens, &got.t_status,
+                         ctx, &sh, u.gathered, last, &got.t_tokens, &got.t_status,
                          &got.logprobs, u.ws[j], pj.workspace_bytes, NULL));
       char msg[160];
       snprintf(msg, sizeof msg, "%s, S=%d slot %d [%" PRId64 ", +%" PRId64 ") kc %" PRId64
@@ -448,7 +453,7 @@ static void check_softmax(const batch *b, const split *sp, int64_t kc, uint32_t 
   memset(&u, 0, sizeof u);
   flags |= INGOT_SAMPLING_SHARD_SOFTMAX;
   if (run_steps(b, sp, kc, 0, flags, &u)) {
-    size_t last = u.plan.record_bytes[u.plan.num_steps - 1];
+    size_t last = u.plan.exchanged_bytes[u.plan.num_steps - 1];
     float *probs = xaligned((size_t)(b->B * b->V) * 4, 0x5a);
     uint32_t *status = xaligned((size_t)b->B * 4, 0x5a);
     for (int32_t j = 0; j < sp->S; j++) {
@@ -460,7 +465,7 @@ static void check_softmax(const batch *b, const split *sp, int64_t kc, uint32_t 
                                         INGOT_DTYPE_F32, b->B, sp->count[j], b->V);
       ingot_tensor ts = ingot_tensor_1d(status, INGOT_DTYPE_U32, b->B);
       EXPECT_OK(ctx, ingot_sampling_shard_finish_softmax(ctx, &slice, &b->params, &sh, u.gathered,
-                                                         (size_t)sp->S * last, &tp, &ts, u.ws[j],
+                                                         last, &tp, &ts, u.ws[j],
                                                          pj.workspace_bytes, NULL));
     }
     if (memcmp(probs, want, (size_t)(b->B * b->V) * 4) != 0) {
@@ -935,9 +940,111 @@ static int test_invalid_arguments(void) {
   return 0;
 }
 
-/* The exchange sizes of typical plans, per row, against gathering the logits. */
+/* The sum exchange: the local sum's own checks, and steps that refuse a
+ * sum of the wrong records (too few, one slot twice, a gather). */
+static int test_sum_exchange(void) {
+  const int64_t V = 60, B = 2;
+  batch b;
+  make_batch(&b, B, V, 4);
+  for (int64_t r = 0; r < B; r++) b.temperature[r] = 1.0f, b.top_k[r] = 0, b.top_p[r] = 0.5f;
+  split sp;
+  sp.S = 2, sp.begin[0] = 0, sp.count[0] = 25, sp.begin[1] = 25, sp.count[1] = 35;
+  const uint32_t flags = INGOT_SAMPLING_SHARD_SELECT_TOP_P;
+  ingot_sampling_shard sh[2] = {shard_of(&b, &sp, 0, 0, 0, flags),
+                                shard_of(&b, &sp, 1, 0, 0, flags)};
+  ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
+  EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh[0], B, b.dtype, &plan));
+  EXPECT(plan.num_steps == 6 && plan.exchange[0] == INGOT_SAMPLING_SHARD_EXCHANGE_GATHER &&
+             plan.exchange[1] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM &&
+             plan.exchange[4] == INGOT_SAMPLING_SHARD_EXCHANGE_GATHER &&
+             plan.record_bytes[1] == 128 + 2 * 8192 && plan.exchanged_bytes[1] == 128 + 2 * 8192 &&
+             plan.exchanged_bytes[0] == 2 * plan.record_bytes[0],
+         "the plan of top-p by radix rounds");
+  void *recs[2], *ws[2];
+  void *gathered = xaligned(2 * plan.max_record_bytes, 0);
+  void *out = xaligned(plan.max_record_bytes, 0);
+  ingot_tensor slice[2] = {slice_of(&b, &sp, 0), slice_of(&b, &sp, 1)};
+  size_t ws_bytes[2];
+  for (int j = 0; j < 2; j++) {
+    ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
+    EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh[j], B, b.dtype, &pj));
+    ws_bytes[j] = pj.workspace_bytes;
+    recs[j] = xaligned(plan.max_record_bytes, 0), ws[j] = xaligned(ws_bytes[j], 0);
+  }
+  for (int j = 0; j < 2; j++)
+    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice[j], &b.params, &sh[j], NULL, 0,
+                                             recs[j], plan.record_bytes[0], ws[j], ws_bytes[j],
+                                             NULL));
+  const void *pair[2] = {recs[0], recs[1]};
+  EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, plan.record_bytes[0], gathered,
+                                             plan.exchanged_bytes[0], NULL));
+  for (int j = 0; j < 2; j++)
+    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 1, &slice[j], &b.params, &sh[j], gathered,
+                                             plan.exchanged_bytes[0], recs[j],
+                                             plan.record_bytes[1], ws[j], ws_bytes[j], NULL));
+  const size_t rec = plan.record_bytes[1];
+#define STEP2(g, gb)                                                              \
+  ingot_sampling_shard_step(ctx, 2, &slice[1], &b.params, &sh[1], g, gb, out,     \
+                            plan.record_bytes[2], ws[1], ws_bytes[1], NULL)
+  /* the local sum's own checks */
+  EXPECT_ERROR(ctx, ingot_sampling_shard_sum(ctx, 2, pair, 64, gathered, rec, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "record_bytes = 64");
+  EXPECT_ERROR(ctx, ingot_sampling_shard_sum(ctx, 2, pair, rec, gathered, rec - 16, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "summed: ");
+  EXPECT_ERROR(ctx, ingot_sampling_shard_sum(ctx, 2, pair, rec, recs[1], rec, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "summed: overlaps records[1]");
+  EXPECT_ERROR(ctx, ingot_sampling_shard_sum(ctx, 300, pair, rec, gathered, rec, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "num_shards = 300");
+  /* sums of the wrong records */
+  EXPECT_OK(ctx, ingot_sampling_shard_sum(ctx, 1, pair, rec, gathered, rec, NULL));
+  EXPECT_ERROR(ctx, STEP2(gathered, rec), INGOT_STATUS_INVALID_ARGUMENT,
+               "gathered: not the sum of 2 records");
+  const void *twice[2] = {recs[1], recs[1]};
+  EXPECT_OK(ctx, ingot_sampling_shard_sum(ctx, 2, twice, rec, gathered, rec, NULL));
+  EXPECT_ERROR(ctx, STEP2(gathered, rec), INGOT_STATUS_INVALID_ARGUMENT,
+               "gathered: the sum is not of one record per slot 0 .. 1");
+  EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec, gathered, 2 * rec, NULL));
+  EXPECT_ERROR(ctx, STEP2(gathered, 2 * rec), INGOT_STATUS_INVALID_ARGUMENT,
+               "gathered: not the sum of 2 records");
+  EXPECT_ERROR(ctx, STEP2(gathered, rec - 16), INGOT_STATUS_INVALID_ARGUMENT, "gathered: ");
+  EXPECT_OK(ctx, ingot_sampling_shard_sum(ctx, 2, pair, rec, gathered, rec, NULL));
+  EXPECT_OK(ctx, STEP2(gathered, rec));
+#undef STEP2
+  /* the carry-safe limbs: 256 sums near 2^181 add word by word to the exact total */
+  for (int rep = 0; rep < 50; rep++) {
+    ingot_exact_sum total, part;
+    uint64_t limbs[INGOT_EXACT_SUM_LIMBS] = {0, 0, 0, 0}, one[INGOT_EXACT_SUM_LIMBS];
+    ingot_exact_sum_clear(&total);
+    for (int j = 0; j < 256; j++) {
+      ingot_exact_sum_clear(&part);
+      for (int t = 0; t < 4; t++)
+        ingot_exact_sum_add_f32_times(&part, ingot_sampling_exp((float)(-3.0 * test_rand_unit())),
+                                      (uint32_t)(test_rand() >> 40) | (rep % 2 ? 0x800000u : 0u));
+      ingot_exact_sum_add_shifted(&part, test_rand() >> 20, (unsigned)(test_rand() % 130));
+      ingot_exact_sum_add(&total, &part);
+      ingot_exact_sum_to_limbs(&part, one);
+      for (int w = 0; w < INGOT_EXACT_SUM_LIMBS; w++) limbs[w] += one[w];
+    }
+    ingot_exact_sum back;
+    ingot_exact_sum_from_limbs(limbs, &back);
+    if (memcmp(&back, &total, sizeof back) != 0) {
+      test_fail_at(__FILE__, __LINE__, "limbs: the normalised sum differs from the exact total");
+      break;
+    }
+  }
+  for (int j = 0; j < 2; j++) free(recs[j]), free(ws[j]);
+  free(gathered), free(out);
+  free_batch(&b);
+  return 0;
+}
+
+/* The exchange sizes of typical plans: bytes a row that every shard holds
+ * after the exchanges (all-gather: S records; sum: one), against an
+ * all-gather of the f32 logits (4 V). Headers left out (B = 64 spreads
+ * them to about 1-2 bytes a row). */
 static int test_exchange_sizes(void) {
-  const int64_t V = 151936, B = 64;
+  const int64_t B = 64;
+  static const int32_t shard_counts[] = {2, 4, 8};
   static const struct {
     const char *what;
     int32_t kc, n;
@@ -951,23 +1058,34 @@ static int test_exchange_sizes(void) {
        INGOT_SAMPLING_SHARD_SELECT_TOP_K | INGOT_SAMPLING_SHARD_SELECT_TOP_P},
       {"softmax, top-k <= 64", 64, 0, INGOT_SAMPLING_SHARD_SOFTMAX},
   };
-  printf("  per row, per shard (an all-gather of the logits: %" PRId64 " bytes f32):\n", 4 * V);
+  printf("  bytes a row on every shard after the exchanges, S = 2 / 4 / 8 (logits all-gather: "
+         "607744 at V = 151936, 1048576 at V = 262144):\n");
   for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
-    ingot_sampling_shard sh = INGOT_SAMPLING_SHARD_INITIALIZER;
-    sh.vocab_size = V, sh.vocab_count = V, sh.max_top_k = plans[i].kc, sh.num_top = plans[i].n;
-    sh.flags = plans[i].flags;
-    ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
-    EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh, B, INGOT_DTYPE_F32, &plan));
-    size_t total = 0;
-    char steps[128] = "";
-    for (int s = 0; s < plan.num_steps; s++) {
-      size_t per_row = (plan.record_bytes[s] - 64) / (size_t)B;
-      total += per_row;
-      size_t used = strlen(steps);
-      snprintf(steps + used, sizeof steps - used, "%s%zu", s ? " + " : "", per_row);
+    size_t total[3] = {0, 0, 0};
+    char steps[160] = "";
+    int num_steps = 0;
+    for (int k = 0; k < 3; k++) {
+      ingot_sampling_shard sh = INGOT_SAMPLING_SHARD_INITIALIZER;
+      sh.vocab_size = 151936, sh.vocab_count = 151936, sh.num_shards = shard_counts[k];
+      sh.max_top_k = plans[i].kc, sh.num_top = plans[i].n, sh.flags = plans[i].flags;
+      ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
+      EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh, B, INGOT_DTYPE_F32, &plan));
+      num_steps = plan.num_steps;
+      for (int s = 0; s < plan.num_steps; s++) {
+        const int sum = plan.exchange[s] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM;
+        const size_t copies = sum ? 1u : (size_t)sh.num_shards;
+        size_t per_row = (plan.record_bytes[s] - (sum ? 128 : 64)) / (size_t)B;
+        EXPECT(plan.exchanged_bytes[s] == plan.record_bytes[s] * copies,
+               "exchanged_bytes of step %d", s);
+        total[k] += per_row * copies;
+        size_t used = strlen(steps);
+        if (k == 0)
+          snprintf(steps + used, sizeof steps - used, "%s%zu%s", s ? " + " : "", per_row,
+                   sum ? " sum" : "");
+      }
     }
-    printf("    %-50s %2d exchanges, %6zu bytes (%s)\n", plans[i].what, (int)plan.num_steps, total,
-           steps);
+    printf("    %-50s %2d exchanges, %6zu / %6zu / %6zu (%s)\n", plans[i].what, num_steps,
+           total[0], total[1], total[2], steps);
   }
   return 0;
 }
@@ -984,6 +1102,7 @@ int main(void) {
   test_run("exact_sum_order_free", test_exact_sum_order_free);
   test_run("special_calls", test_special_calls);
   test_run("invalid_arguments", test_invalid_arguments);
+  test_run("sum_exchange", test_sum_exchange);
   test_run("exchange_sizes", test_exchange_sizes);
   ingot_context_destroy(ctx);
   return test_finish();

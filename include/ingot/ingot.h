@@ -1106,9 +1106,12 @@ INGOT_API float ingot_sampling_log(float x);
  * logits[:, v0_j : v0_j + Vr_j] of a vocabulary of V) without gathering the
  * B x V logits (docs/sampling.md, "Sharded sampling"). Each shard runs the
  * same short sequence of STEPS on its own slice; after each step the caller
- * exchanges the shards' small RECORDS (an all-gather over any transport:
- * NCCL, MPI, a host copy; in one process, ingot_sampling_shard_gather), and
- * the last exchange feeds a FINISH that writes the outputs. The result is,
+ * exchanges the shards' small RECORDS over any transport (NCCL, MPI, a host
+ * copy), as the plan says for that step: an ALL-GATHER of the records, or
+ * an elementwise uint64 SUM of them (an all-reduce; its size does not grow
+ * with S). In one process, ingot_sampling_shard_gather and
+ * ingot_sampling_shard_sum do it. The last exchange feeds a FINISH that
+ * writes the outputs. The result is,
  * bit for bit, what ingot_sample (or ingot_sampling_softmax, each shard
  * writing its slice of probs) gives on the unsharded logits on the same
  * backend: tokens, row_status, token_logprob, token_raw_logprob, top-n raw
@@ -1131,17 +1134,19 @@ INGOT_API float ingot_sampling_log(float x);
  *     sh.num_shards = S; sh.shard_index = rank; sh.max_top_k = 64;
  *     ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
  *     ingot_sampling_shard_get_plan(ctx, &sh, B, INGOT_DTYPE_BF16, &plan);
- *     // record: plan.max_record_bytes; gathered: S * plan.max_record_bytes;
+ *     // record: plan.max_record_bytes; gathered: plan.max_exchanged_bytes;
  *     // ws: plan.workspace_bytes, the same buffer from step 0 to the finish
  *     for (int i = 0; i < plan.num_steps; i++) {
- *       size_t prev = i ? plan.record_bytes[i - 1] : 0;
+ *       size_t prev = i ? plan.exchanged_bytes[i - 1] : 0, n = plan.record_bytes[i];
  *       ingot_sampling_shard_step(ctx, i, &slice, &params, &sh, i ? gathered : NULL,
- *                                 S * prev, record, plan.record_bytes[i], ws,
- *                                 plan.workspace_bytes, stream);
- *       ncclAllGather(record, gathered, plan.record_bytes[i], ncclUint8, comm, stream);
+ *                                 prev, record, n, ws, plan.workspace_bytes, stream);
+ *       if (plan.exchange[i] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM)
+ *         ncclAllReduce(record, gathered, n / 8, ncclUint64, ncclSum, comm, stream);
+ *       else
+ *         ncclAllGather(record, gathered, n, ncclUint8, comm, stream);
  *     }
  *     ingot_sampling_shard_finish_sample(ctx, &sh, gathered,
- *         S * plan.record_bytes[plan.num_steps - 1], tokens, row_status, &logprobs,
+ *         plan.exchanged_bytes[plan.num_steps - 1], tokens, row_status, &logprobs,
  *         ws, plan.workspace_bytes, stream);
  *
  * Inputs of every shard
@@ -1163,26 +1168,33 @@ INGOT_API float ingot_sampling_log(float x);
  * (shard_index) is the order of the all-gather and need not follow v0.
  *
  * Steps (which ones a call runs depends only on max_top_k = kc, num_top =
- * n and the flags; bytes are per row, per shard, before the all-gather
- * multiplies them by S; every record also has a 64-byte header and is
- * padded to 16 bytes):
- *   STATS       always. Status bits, allowed count, maximum and raw maximum
- *               with their ids. 24 bytes.
- *   CANDIDATES  when kc > 0. The shard's first kc allowed tokens of rank
- *               order as (s, id). 8 kc bytes.
+ * n and the flags; bytes are per row, per shard; an all-gather leaves S
+ * times them on every shard, a sum once; every record also has a header,
+ * 64 bytes (all-gather) or 128 (sum), and is padded to 16 bytes):
+ *   STATS       always, all-gather. Status bits, allowed count, maximum and
+ *               raw maximum with their ids. 24 bytes.
+ *   CANDIDATES  when kc > 0, all-gather. The shard's first kc allowed tokens
+ *               of rank order as (s, id). 8 kc bytes.
  *   TOP-K x 4   with INGOT_SAMPLING_SHARD_SELECT_TOP_K. Four radix rounds
- *               (digits of 8, 8, 8, 7 bits of the rank key |s|): per-bucket
- *               counts. 1024 bytes each.
+ *               (digits of 8, 8, 8, 7 bits of the rank key |s|): rounds
+ *               1-3 sum 256 uint64 per-bucket counts (2048 bytes); round 4
+ *               all-gathers 128 uint32 counts (512 bytes: the tie at the
+ *               cut is split by the shards' own counts).
  *   TOP-P x 4   with INGOT_SAMPLING_SHARD_SELECT_TOP_P. Four radix rounds:
- *               per-bucket counts and exact masses. 7168 bytes each.
- *   DRAW        ingot_sample: the best draw key, the final and raw masses,
- *               the shard's top-n list. 64 + 8 n bytes.
- *   MASS        (INGOT_SAMPLING_SHARD_SOFTMAX) the final mass. 24 bytes.
+ *               rounds 1-3 sum 256 exact per-bucket masses, each four
+ *               48-bit limbs in uint64 words (8192 bytes); round 4
+ *               all-gathers 128 uint32 counts (512 bytes).
+ *   DRAW        ingot_sample, all-gather: the best draw key, the final and
+ *               raw masses, the shard's top-n list. 64 + 8 n bytes.
+ *   MASS        (INGOT_SAMPLING_SHARD_SOFTMAX) all-gather: the final mass.
+ *               24 bytes.
  * So a call costs 2 exchanges (masks, bias, bans, temperature, greedy,
  * min-p, both log-probabilities, top-n), 3 with candidates (top-k <= kc,
  * with top-p and min-p), and 4 more for each selection; at most
  * INGOT_SAMPLING_SHARD_MAX_STEPS. For comparison, an all-gather of the
- * logits is 4 V bytes a row (607,744 at V = 151936).
+ * logits leaves 4 V bytes a row on every shard (607,744 at V = 151936);
+ * top-p without top-k leaves 24 S + 3 x 8192 + 512 S + 64 S (25,776 at
+ * S = 2, 29,376 at S = 8).
  *
  * Which rows need what (T > 0; a greedy or empty row needs nothing):
  *   - a row is SERVED BY THE CANDIDATES when kc > 0 and (V <= kc or
@@ -1199,19 +1211,22 @@ INGOT_API float ingot_sampling_log(float x);
  * the workspace carries each row's state from step to step, so the SAME
  * workspace, untouched in between, must be passed from step 0 to the
  * finish. Records and gathered buffers: 16-byte aligned, in the context's
- * memory, plain bytes (any byte-copying transport; same byte order on every
- * shard); gathered holds the S records of one step back to back in slot
- * order (slot j at j * record_bytes[step]). The records' contents are ingot's:
- * a transport copies them, never edits them. On the CPU each step checks the
- * gathered headers (which step, which call, the slots, the tiling) and
- * returns INVALID_ARGUMENT naming the slot.
+ * memory (same byte order on every shard). After an all-gather step,
+ * gathered holds the S records back to back in slot order (slot j at j *
+ * record_bytes[step]); after a sum step, the elementwise sum of the S
+ * records as uint64 words (record_bytes[step] / 8 of them; modulo 2^64,
+ * though no field of ingot's can wrap for S <= 65536). The records' contents
+ * are ingot's: a transport copies or adds them, never edits them otherwise.
+ * On the CPU each step checks the exchanged headers (which step, which
+ * call, the slots, the tiling) and returns INVALID_ARGUMENT naming the slot
+ * (all-gather) or the sum (sum).
  *
  * B = 0: every call succeeds and writes nothing.
  * CUDA: not implemented yet; every function returns NOT_SUPPORTED on a CUDA
  * context (after the same argument checks). The design fits it: records are
  * fixed-layout, each step is one launch without host synchronisation, and
  * sizes depend on the plan only, so a step sequence can be captured in a
- * CUDA graph with the NCCL all-gathers.
+ * CUDA graph with the NCCL collectives.
  */
 
 #define INGOT_SAMPLING_SHARD_MAX_SHARDS 256 /* S */
@@ -1227,6 +1242,14 @@ enum {
   INGOT_SAMPLING_SHARD_SELECT_TOP_K = 1u << 2,
   /* the radix rounds of a top-p the candidates do not serve */
   INGOT_SAMPLING_SHARD_SELECT_TOP_P = 1u << 3
+};
+
+/* The exchange after a step (ingot_sampling_shard_plan.exchange). */
+enum {
+  /* all-gather: every shard gets the S records back to back in slot order */
+  INGOT_SAMPLING_SHARD_EXCHANGE_GATHER = 0,
+  /* all-reduce: every shard gets the S records summed as uint64 words */
+  INGOT_SAMPLING_SHARD_EXCHANGE_SUM = 1
 };
 
 /* One shard of a call and the call's plan. Start from
@@ -1258,22 +1281,29 @@ typedef struct ingot_sampling_shard_plan {
   int32_t num_steps;       /* steps, i.e. exchanges, of a call */
   int32_t reserved;
   size_t record_bytes[INGOT_SAMPLING_SHARD_MAX_STEPS]; /* one shard's record of step i */
-  size_t max_record_bytes; /* the largest of them */
-  size_t workspace_bytes;  /* the shard's workspace, kept from step 0 to the finish */
+  /* what the exchange of step i leaves on every shard: S x record_bytes[i]
+   * (all-gather) or record_bytes[i] (sum) */
+  size_t exchanged_bytes[INGOT_SAMPLING_SHARD_MAX_STEPS];
+  int32_t exchange[INGOT_SAMPLING_SHARD_MAX_STEPS]; /* INGOT_SAMPLING_SHARD_EXCHANGE_* */
+  int32_t reserved2;
+  size_t max_record_bytes;    /* the largest record_bytes */
+  size_t max_exchanged_bytes; /* the largest exchanged_bytes */
+  size_t workspace_bytes;     /* the shard's workspace, kept from step 0 to the finish */
 } ingot_sampling_shard_plan;
 
 #define INGOT_SAMPLING_SHARD_PLAN_INITIALIZER                                         \
   {                                                                                   \
     (uint32_t) sizeof(ingot_sampling_shard_plan), INGOT_SAMPLING_STRUCT_VERSION, 0, 0, \
-        {0}, 0, 0                                                                     \
+        {0}, {0}, {0}, 0, 0, 0, 0                                                     \
   }
 
 /* The plan of a call of `batch` rows whose logits slice has logits_dtype:
- * the steps, each step's record bytes (64 + B x the bytes above, rounded up
- * to 16) and the workspace bytes (CPU: 88 B + 8 Vr + 8 max(Vr, S kc, S n, 1)
- * + 8 max(n, 1), each part rounded up to 16: the rows' state, the slice's
- * values and the merge buffers; 0 for B = 0). Every shard of a call
- * gets the same record sizes. Returns INVALID_ARGUMENT (a bad shard field,
+ * the steps, each step's exchange, record bytes (header + B x the bytes
+ * above, rounded up to 16) and exchanged bytes, and the workspace bytes
+ * (CPU: 88 B + 8 Vr + 8 max(Vr, S kc, S n, 1) + 8 max(n, 1), each part
+ * rounded up to 16: the rows' state, the slice's values and the merge
+ * buffers; 0 for B = 0). Every shard of a call gets the same exchanges
+ * and record sizes. Returns INVALID_ARGUMENT (a bad shard field,
  * batch, dtype, struct size / version, NULL) and NOT_SUPPORTED on CUDA;
  * *plan is written only on success. */
 INGOT_API ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx,
@@ -1284,8 +1314,8 @@ INGOT_API ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx,
 /* Step `step` (0 .. num_steps - 1) of one shard.
  *   logits      [B, Vr] the shard's slice (shape[1] == shard->vocab_count)
  *   params      NULL or the unsharded call's parameters (see above)
- *   gathered    step 0: NULL (gathered_bytes 0); else the S records of step
- *               - 1, gathered_bytes >= S x plan.record_bytes[step - 1]
+ *   gathered    step 0: NULL (gathered_bytes 0); else the exchanged records of
+ *               step - 1, gathered_bytes >= plan.exchanged_bytes[step - 1]
  *   record      written: this shard's record, record_bytes >=
  *               plan.record_bytes[step]
  *   workspace   >= plan.workspace_bytes, the same from step 0 to the finish
@@ -1330,18 +1360,30 @@ INGOT_API ingot_status ingot_sampling_shard_finish_softmax(
     const ingot_tensor *probs, const ingot_tensor *row_status, void *workspace,
     size_t workspace_bytes, struct CUstream_st *stream);
 
-/* The local exchange: gathered <- records[0], ..., records[S - 1] back to
- * back (slot j at j x record_bytes), as an all-gather would leave them, for
- * shards that live in one process (tests, engines without a collective
- * library). records[j] must be each shard's record of the same step
- * (record_bytes = plan.record_bytes[step]); gathered_bytes >= S x
- * record_bytes and gathered must not overlap a record. Returns
+/* The local exchange of an all-gather step: gathered <- records[0], ...,
+ * records[S - 1] back to back (slot j at j x record_bytes), as an
+ * all-gather would leave them, for shards that live in one process (tests,
+ * engines without a collective library). records[j] must be each shard's
+ * record of the same step (record_bytes = plan.record_bytes[step]);
+ * gathered_bytes >= S x record_bytes and gathered must not overlap a
+ * record. Returns
  * INVALID_ARGUMENT, NOT_SUPPORTED (CUDA). */
 INGOT_API ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards,
                                                    const void *const *records,
                                                    size_t record_bytes, void *gathered,
                                                    size_t gathered_bytes,
                                                    struct CUstream_st *stream);
+
+/* The local exchange of a sum step: summed <- records[0] + ... +
+ * records[S - 1] as uint64 words (record_bytes / 8 of them, modulo 2^64),
+ * as an all-reduce would leave it. records[j]: each shard's record of the
+ * same step (record_bytes = plan.record_bytes[step]); summed_bytes >=
+ * record_bytes, and summed must not overlap a record. Returns
+ * INVALID_ARGUMENT, NOT_SUPPORTED (CUDA). */
+INGOT_API ingot_status ingot_sampling_shard_sum(ingot_context_t ctx, int32_t num_shards,
+                                                const void *const *records, size_t record_bytes,
+                                                void *summed, size_t summed_bytes,
+                                                struct CUstream_st *stream);
 
 #ifdef __cplusplus
 }

@@ -85,6 +85,26 @@ from .sampling import (
     sampling_softmax_workspace_size,
     sampling_uniform,
 )
+from .sampling_shard import (
+    SAMPLING_SHARD_EXCHANGE_GATHER,
+    SAMPLING_SHARD_EXCHANGE_SUM,
+    SAMPLING_SHARD_MAX_SHARDS,
+    SAMPLING_SHARD_MAX_STEPS,
+    SAMPLING_SHARD_SELECT_TOP_K,
+    SAMPLING_SHARD_SELECT_TOP_P,
+    SAMPLING_SHARD_SOFTMAX,
+    SAMPLING_SHARD_TOP_FINAL,
+    ShardPlan,
+    sample_sharded,
+    sampling_shard_exchange,
+    sampling_shard_finish_sample,
+    sampling_shard_finish_softmax,
+    sampling_shard_gather,
+    sampling_shard_get_plan,
+    sampling_shard_step,
+    sampling_shard_sum,
+    sampling_softmax_sharded,
+)
 
 __version__ = "0.1.0"
 
@@ -108,6 +128,13 @@ __all__ = [
     "ingot_sampling_logprobs", "ingot_sampling_params", "sample",
     "sample_workspace_size", "sampling_exp", "sampling_gumbel", "sampling_log",
     "sampling_softmax", "sampling_softmax_workspace_size", "sampling_uniform",
+    # Sharded sampling
+    "SAMPLING_SHARD_EXCHANGE_GATHER", "SAMPLING_SHARD_EXCHANGE_SUM", "SAMPLING_SHARD_MAX_SHARDS",
+    "SAMPLING_SHARD_MAX_STEPS", "SAMPLING_SHARD_SELECT_TOP_K", "SAMPLING_SHARD_SELECT_TOP_P",
+    "SAMPLING_SHARD_SOFTMAX", "SAMPLING_SHARD_TOP_FINAL", "ShardPlan", "sample_sharded",
+    "sampling_shard_exchange", "sampling_shard_finish_sample", "sampling_shard_finish_softmax",
+    "sampling_shard_gather", "sampling_shard_get_plan", "sampling_shard_step",
+    "sampling_shard_sum", "sampling_softmax_sharded",
 ]
 
 

@@ -113,6 +113,52 @@ class ingot_sampling_logprobs(ctypes.Structure):
         super().__init__(ctypes.sizeof(ingot_sampling_logprobs), SAMPLING_STRUCT_VERSION)
 
 
+SAMPLING_SHARD_MAX_STEPS = 11
+
+
+class ingot_sampling_shard(ctypes.Structure):
+    """Mirror of the C ``ingot_sampling_shard`` (56 bytes on LP64)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("struct_version", ctypes.c_uint32),
+        ("vocab_size", ctypes.c_int64),
+        ("vocab_begin", ctypes.c_int64),
+        ("vocab_count", ctypes.c_int64),
+        ("num_shards", ctypes.c_int32),
+        ("shard_index", ctypes.c_int32),
+        ("max_top_k", ctypes.c_int32),
+        ("num_top", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+    def __init__(self):
+        super().__init__(ctypes.sizeof(ingot_sampling_shard), SAMPLING_STRUCT_VERSION)
+        self.num_shards = 1
+
+
+class ingot_sampling_shard_plan(ctypes.Structure):
+    """Mirror of the C ``ingot_sampling_shard_plan``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("struct_version", ctypes.c_uint32),
+        ("num_steps", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("record_bytes", ctypes.c_size_t * SAMPLING_SHARD_MAX_STEPS),
+        ("exchanged_bytes", ctypes.c_size_t * SAMPLING_SHARD_MAX_STEPS),
+        ("exchange", ctypes.c_int32 * SAMPLING_SHARD_MAX_STEPS),
+        ("reserved2", ctypes.c_int32),
+        ("max_record_bytes", ctypes.c_size_t),
+        ("max_exchanged_bytes", ctypes.c_size_t),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+    def __init__(self):
+        super().__init__(ctypes.sizeof(ingot_sampling_shard_plan), SAMPLING_STRUCT_VERSION)
+
+
 _P = ctypes.POINTER
 _int, _i32, _i64, _vp = ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
 _T, _C = _P(ingot_tensor), _P(ingot_ngram_config)
@@ -168,6 +214,24 @@ _PROTOTYPES = {
     "ingot_sampling_gumbel": (ctypes.c_float, [ctypes.c_uint64, ctypes.c_uint64, _i32]),
     "ingot_sampling_exp": (ctypes.c_float, [ctypes.c_float]),
     "ingot_sampling_log": (ctypes.c_float, [ctypes.c_float]),
+    # Sharded sampling (python/ingot/sampling_shard.py)
+    "ingot_sampling_shard_get_plan": (_int, [_vp, _P(ingot_sampling_shard), _i64, _int,
+                                             _P(ingot_sampling_shard_plan)]),
+    "ingot_sampling_shard_step": (_int, [_vp, _i32, _T, _P(ingot_sampling_params),
+                                         _P(ingot_sampling_shard), _vp, ctypes.c_size_t, _vp,
+                                         ctypes.c_size_t, _vp, ctypes.c_size_t, _vp]),
+    "ingot_sampling_shard_finish_sample": (_int, [_vp, _P(ingot_sampling_shard), _vp,
+                                                  ctypes.c_size_t, _T, _T,
+                                                  _P(ingot_sampling_logprobs), _vp,
+                                                  ctypes.c_size_t, _vp]),
+    "ingot_sampling_shard_finish_softmax": (_int, [_vp, _T, _P(ingot_sampling_params),
+                                                   _P(ingot_sampling_shard), _vp,
+                                                   ctypes.c_size_t, _T, _T, _vp, ctypes.c_size_t,
+                                                   _vp]),
+    "ingot_sampling_shard_gather": (_int, [_vp, _i32, _P(_vp), ctypes.c_size_t, _vp,
+                                           ctypes.c_size_t, _vp]),
+    "ingot_sampling_shard_sum": (_int, [_vp, _i32, _P(_vp), ctypes.c_size_t, _vp,
+                                        ctypes.c_size_t, _vp]),
 }
 
 

@@ -426,6 +426,20 @@ def num_top_arg(value):
 # ---- ops ----------------------------------------------------------------------------------------
 
 
+def logprobs_struct(ctx, stream, keep, top_final, outputs):
+    """The ingot_sampling_logprobs of outputs = (token_logprob, token_raw_logprob,
+    top_ids, top_logprobs), each None or an array; their descriptors go to keep."""
+    lp = ingot_sampling_logprobs()
+    lp.flags = SAMPLING_TOP_FINAL if top_final else 0
+    for name, value in zip(("token_logprob", "token_raw_logprob", "top_ids", "top_logprobs"),
+                           outputs):
+        d = _arg(ctx, value, name, stream, writable=True)
+        if d is not None:
+            keep.append(d)
+            setattr(lp, name, ctypes.pointer(d.tensor))
+    return lp
+
+
 @_optional_context(legacy_defaults={"return_status": True})
 def sample(logits, top_k=None, top_p=None, *, temperature=None, min_p=None, seed=None,
            position=None, allowed=None, banned=None, bias_ids=None, bias_values=None,
@@ -495,15 +509,8 @@ def sample(logits, top_k=None, top_p=None, *, temperature=None, min_p=None, seed
         top_logprobs = _empty(ld, "top_logprobs", (batch, n), DType.F32)
     td = _arg(ctx, tokens, "tokens", s, writable=True)
     sd = _arg(ctx, row_status, "row_status", s, writable=True)
-    lp = ingot_sampling_logprobs()
-    lp.flags = SAMPLING_TOP_FINAL if top_final else 0
     extra = (token_logprob, token_raw_logprob, top_ids, top_logprobs)
-    for name, value in zip(("token_logprob", "token_raw_logprob", "top_ids", "top_logprobs"),
-                           extra):
-        d = _arg(ctx, value, name, s, writable=True)
-        if d is not None:
-            keep.append(d)
-            setattr(lp, name, ctypes.pointer(d.tensor))
+    lp = logprobs_struct(ctx, s, keep, top_final, extra)
     bv = _query_shape(ld)
     need = 0
     if bv is not None and workspace is None:

@@ -78,6 +78,28 @@ INGOT_HD int ingot_exact_sum_is_zero(const ingot_exact_sum *a) {
   return (a->word[0] | a->word[1] | a->word[2]) == 0;
 }
 
+/* The carry-safe form of a sum, for exchanges that add records as plain
+ * uint64 words (an all-reduce with a uint64 sum): the 192 bits cut into
+ * four 48-bit limbs, each in a 64-bit word, so that up to 2^16 such forms
+ * add word by word without losing a carry. ingot_exact_sum_from_limbs
+ * normalises a sum of them (whose value must stay below 2^192, as the
+ * masses of one row do). */
+#define INGOT_EXACT_SUM_LIMBS 4
+#define INGOT_EXACT_SUM_LIMB_MASK ((UINT64_C(1) << 48) - 1u)
+
+INGOT_HD void ingot_exact_sum_to_limbs(const ingot_exact_sum *a, uint64_t limb[4]) {
+  limb[0] = a->word[0] & INGOT_EXACT_SUM_LIMB_MASK;
+  limb[1] = (a->word[0] >> 48 | a->word[1] << 16) & INGOT_EXACT_SUM_LIMB_MASK;
+  limb[2] = (a->word[1] >> 32 | a->word[2] << 32) & INGOT_EXACT_SUM_LIMB_MASK;
+  limb[3] = a->word[2] >> 16;
+}
+
+INGOT_HD void ingot_exact_sum_from_limbs(const uint64_t limb[4], ingot_exact_sum *a) {
+  ingot_exact_sum_clear(a);
+  for (unsigned i = 0; i < INGOT_EXACT_SUM_LIMBS; i++)
+    ingot_exact_sum_add_shifted(a, limb[i], 48u * i);
+}
+
 /* The same exact sum, faster for long runs of terms: per fp32 exponent
  * field, a 64-bit integer that the terms' 24-bit mantissas are added to
  * (one addition a term; 2^40 terms cannot overflow it), folded into an

@@ -4,10 +4,16 @@
  * call and the layout of the records the shards exchange, shared by core
  * (sizes, header checks) and every backend (the same bytes on each).
  *
- * A record is one shard's output of one step: a 64-byte header, then B rows
- * of the step's row layout, padded to a multiple of 16 bytes. The exchange
- * concatenates the S records of a step in slot order (an all-gather), and
- * the next step (or the finish) reads all of them.
+ * A record is one shard's output of one step: a header, then B rows of the
+ * step's row layout, padded to a multiple of 16 bytes. Each step has one of
+ * two exchanges (INGOT_SAMPLING_SHARD_EXCHANGE_*):
+ *   GATHER  the S records concatenated in slot order (an all-gather); the
+ *           next step (or the finish) reads all of them. 64-byte header.
+ *   SUM     the S records added word by word as uint64 (an all-reduce); the
+ *           next step reads the one sum. Every field is a uint64 whose sum
+ *           over the shards cannot overflow (counts; exact masses in the
+ *           48-bit limbs of common/sampling_exact_sum.h), and the 128-byte
+ *           header is made of such sums too (ingot_shard_sum_header).
  *
  * Steps, in order (the plan of a call depends only on max_top_k, num_top
  * and the flags):
@@ -17,9 +23,14 @@
  *   CANDIDATES  if max_top_k = kc > 0: per row the shard's first kc
  *               allowed tokens of rank order (s, id);
  *   TOPK 0..3   with INGOT_SAMPLING_SHARD_SELECT_TOP_K: a radix round of the
- *               top-k selection, per row 256 counts;
+ *               top-k selection. Rounds 0-2 (SUM): per row 256 uint64
+ *               counts. Round 3 (GATHER: a shard's share of the tie at the
+ *               cut needs the per-shard counts): 128 uint32 counts;
  *   TOPP 0..3   with INGOT_SAMPLING_SHARD_SELECT_TOP_P: a radix round of the
- *               top-p selection, per row 256 counts and 256 exact masses;
+ *               top-p selection. Rounds 0-2 (SUM): per row 256 exact masses
+ *               in limbs. Round 3 (GATHER): 128 uint32 counts (every token
+ *               of a last-round bucket has the same key, so the same weight:
+ *               its mass is count x w, exactly);
  *   DRAW        ingot_sample: per row the best draw key over the shard's
  *               part of the final set, the final and raw masses and the
  *               shard's top-n list;
@@ -38,9 +49,13 @@
 #include "ingot/ingot.h"
 
 #define INGOT_SHARD_RECORD_MAGIC 0x31485349u /* "ISH1" */
+#define INGOT_SHARD_SUM_MAGIC 0x53485349u    /* "ISHS" */
 #define INGOT_SHARD_HEADER_BYTES 64
+#define INGOT_SHARD_SUM_HEADER_BYTES 128
 #define INGOT_SHARD_BUCKETS 256
+#define INGOT_SHARD_LAST_BUCKETS 128 /* the last round's digit has 7 bits */
 #define INGOT_SHARD_ROUNDS 4
+#define INGOT_SHARD_MASS_BYTES (INGOT_EXACT_SUM_LIMBS * 8)
 
 enum {
   INGOT_SHARD_STEP_STATS = 0,
@@ -67,6 +82,31 @@ typedef struct ingot_shard_header {
   uint32_t row_bytes;  /* bytes of one row of this step */
 } ingot_shard_header;
 
+/* The header of a SUM record: each shard writes its own values, and the
+ * sum over the shards is checked (S, S x magic, S x step, S x the call's
+ * tag, V, and the S slot bits all distinct: S powers of two add up to the
+ * S-bit mask only if no two are equal). */
+typedef struct ingot_shard_sum_header {
+  uint64_t shards;       /* 1 */
+  uint64_t magic;        /* INGOT_SHARD_SUM_MAGIC */
+  uint64_t step;         /* the step that wrote it */
+  uint64_t call;         /* ingot_shard_call_tag of the call */
+  uint64_t vocab_count;  /* Vr */
+  uint64_t reserved[3];  /* 0 */
+  uint64_t slot_bits[8]; /* bit (slot & 31) of word slot >> 5: 32-bit limbs, carry-safe */
+} ingot_shard_sum_header;
+
+/* A 32-bit tag of the call's shape (B, V, kc, n, flags), so that S of them
+ * add without overflow. */
+static inline uint64_t ingot_shard_call_tag(int64_t batch, int64_t vocab, int32_t max_top_k,
+                                            int32_t num_top, uint32_t flags) {
+  uint64_t h = 0xcbf29ce484222325u, v[5] = {(uint64_t)batch, (uint64_t)vocab,
+                                            (uint64_t)(uint32_t)max_top_k,
+                                            (uint64_t)(uint32_t)num_top, flags};
+  for (int i = 0; i < 5; i++) h = (h ^ v[i]) * 0x100000001b3u;
+  return (h ^ (h >> 32)) & 0xffffffffu;
+}
+
 /* STATS row. */
 typedef struct ingot_shard_stats {
   uint32_t flags;     /* INGOT_SAMPLING_ROW_NAN | _BAD_ENTRY */
@@ -84,7 +124,9 @@ typedef struct ingot_shard_ranked {
   int32_t id;
 } ingot_shard_ranked;
 
-/* TOPK row: count[256]; TOPP row: count[256] then mass[256]. */
+/* TOPK row, rounds 0-2: uint64 count[256]; TOPP row, rounds 0-2: mass[256],
+ * each INGOT_EXACT_SUM_LIMBS uint64 limbs; round 3 of both: uint32
+ * count[128]. */
 
 /* DRAW row, followed by n ingot_shard_ranked (the shard's top-n list). */
 typedef struct ingot_shard_draw {
@@ -103,8 +145,9 @@ typedef struct ingot_shard_draw {
 
 typedef struct ingot_shard_steps {
   int32_t count;
-  int32_t kind[INGOT_SHARD_MAX_STEPS];  /* INGOT_SHARD_STEP_* */
-  int32_t round[INGOT_SHARD_MAX_STEPS]; /* 0..3 for the radix rounds */
+  int32_t kind[INGOT_SHARD_MAX_STEPS];     /* INGOT_SHARD_STEP_* */
+  int32_t round[INGOT_SHARD_MAX_STEPS];    /* 0..3 for the radix rounds */
+  int32_t exchange[INGOT_SHARD_MAX_STEPS]; /* INGOT_SAMPLING_SHARD_EXCHANGE_* */
   int64_t row_bytes[INGOT_SHARD_MAX_STEPS];
 } ingot_shard_steps;
 
@@ -112,38 +155,56 @@ static inline ingot_shard_steps ingot_shard_steps_of(int32_t max_top_k, int32_t 
                                                      uint32_t flags) {
   ingot_shard_steps p;
   p.count = 0;
-#define INGOT_SHARD_ADD_STEP(k, r, bytes)                 \
+#define INGOT_SHARD_ADD_STEP(k, r, x, bytes)              \
   do {                                                    \
     p.kind[p.count] = (k);                                \
     p.round[p.count] = (r);                               \
+    p.exchange[p.count] = (x);                            \
     p.row_bytes[p.count] = (int64_t)(bytes);              \
     p.count++;                                            \
   } while (0)
-  INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_STATS, 0, sizeof(ingot_shard_stats));
+  const int gather = INGOT_SAMPLING_SHARD_EXCHANGE_GATHER, sum = INGOT_SAMPLING_SHARD_EXCHANGE_SUM;
+  const int64_t count_round_bytes = INGOT_SHARD_BUCKETS * (int64_t)sizeof(uint64_t);
+  const int64_t mass_round_bytes = INGOT_SHARD_BUCKETS * (int64_t)INGOT_SHARD_MASS_BYTES;
+  const int64_t last_round_bytes = INGOT_SHARD_LAST_BUCKETS * (int64_t)sizeof(uint32_t);
+  INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_STATS, 0, gather, sizeof(ingot_shard_stats));
   if (max_top_k > 0)
-    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_CANDIDATES, 0,
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_CANDIDATES, 0, gather,
                          (int64_t)max_top_k * (int64_t)sizeof(ingot_shard_ranked));
   if (flags & INGOT_SAMPLING_SHARD_SELECT_TOP_K)
     for (int r = 0; r < INGOT_SHARD_ROUNDS; r++)
-      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPK, r, INGOT_SHARD_BUCKETS * sizeof(uint32_t));
+      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPK, r, r < 3 ? sum : gather,
+                           r < 3 ? count_round_bytes : last_round_bytes);
   if (flags & INGOT_SAMPLING_SHARD_SELECT_TOP_P)
     for (int r = 0; r < INGOT_SHARD_ROUNDS; r++)
-      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPP, r,
-                           INGOT_SHARD_BUCKETS * (sizeof(uint32_t) + sizeof(ingot_exact_sum)));
+      INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_TOPP, r, r < 3 ? sum : gather,
+                           r < 3 ? mass_round_bytes : last_round_bytes);
   if (flags & INGOT_SAMPLING_SHARD_SOFTMAX)
-    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_MASS, 0, sizeof(ingot_exact_sum));
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_MASS, 0, gather, sizeof(ingot_exact_sum));
   else
-    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_DRAW, 0,
+    INGOT_SHARD_ADD_STEP(INGOT_SHARD_STEP_DRAW, 0, gather,
                          sizeof(ingot_shard_draw) +
                              (int64_t)num_top * (int64_t)sizeof(ingot_shard_ranked));
 #undef INGOT_SHARD_ADD_STEP
   return p;
 }
 
+static inline int64_t ingot_shard_header_bytes(int exchange) {
+  return exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM ? INGOT_SHARD_SUM_HEADER_BYTES
+                                                       : INGOT_SHARD_HEADER_BYTES;
+}
+
 /* Bytes of one shard's record of a step: header + B rows, rounded to 16
  * (B < 2^31 and rows of at most 8 MB: no overflow in int64). */
-static inline int64_t ingot_shard_record_bytes(int64_t batch, int64_t row_bytes) {
-  return (INGOT_SHARD_HEADER_BYTES + batch * row_bytes + 15) / 16 * 16;
+static inline int64_t ingot_shard_record_bytes(int64_t batch, int64_t row_bytes, int exchange) {
+  return (ingot_shard_header_bytes(exchange) + batch * row_bytes + 15) / 16 * 16;
+}
+
+/* Bytes the exchange of a step leaves on every shard. */
+static inline int64_t ingot_shard_exchanged_bytes(int64_t record_bytes, int exchange,
+                                                  int32_t num_shards) {
+  return exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM ? record_bytes
+                                                       : record_bytes * num_shards;
 }
 
 /* The radix digit of round r: shift and width (8, 8, 8, 7 bits). */

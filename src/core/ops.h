@@ -89,7 +89,10 @@
                                     size_t workspace_bytes, struct CUstream_st *stream))      \
   X(sampling_shard_gather, (struct ingot_context *ctx, int32_t num_shards,                    \
                             const void *const *records, size_t record_bytes, void *gathered,  \
-                            struct CUstream_st *stream))
+                            struct CUstream_st *stream))                                      \
+  X(sampling_shard_sum, (struct ingot_context *ctx, int32_t num_shards,                       \
+                         const void *const *records, size_t record_bytes, void *summed,       \
+                         struct CUstream_st *stream))
 /* clang-format on */
 
 #endif /* INGOT_CORE_OPS_H */

@@ -101,7 +101,14 @@ static ingot_shard_steps steps_of(const ingot_sampling_shard_call *call) {
 
 static int64_t record_bytes_of(const ingot_sampling_shard_call *call, const ingot_shard_steps *s,
                                int step) {
-  return ingot_shard_record_bytes(call->in.batch, s->row_bytes[step]);
+  return ingot_shard_record_bytes(call->in.batch, s->row_bytes[step], s->exchange[step]);
+}
+
+/* What the exchange of `step` leaves on every shard. */
+static int64_t exchanged_bytes_of(const ingot_sampling_shard_call *call,
+                                  const ingot_shard_steps *s, int step) {
+  return ingot_shard_exchanged_bytes(record_bytes_of(call, s, step), s->exchange[step],
+                                     call->num_shards);
 }
 
 /* ---- the slice and the parameters ------------------------------------------------- */
@@ -178,13 +185,59 @@ static ingot_status check_buffer(struct ingot_context *ctx, const char *op, cons
   return ingot_core_check_tensor(ctx, op, &t, &rule, span);
 }
 
-/* CPU: the headers of the S gathered records of step `step` (host memory
- * core may read): each slot written by that step of this call, by the shard
- * of that slot, and the slots' ranges tiling [0, V). */
+/* CPU: the header of the summed records of a sum step (host memory core
+ * may read): the sums of the shards' header words are those of S distinct
+ * shards of this call at that step, holding V tokens in all. */
+static ingot_status check_summed(struct ingot_context *ctx, const char *op,
+                                 const ingot_sampling_shard_call *call, int step,
+                                 const void *summed) {
+  ingot_shard_sum_header h;
+  memcpy(&h, summed, sizeof h);
+  const uint64_t S = (uint64_t)call->num_shards;
+  if (h.magic != S * INGOT_SHARD_SUM_MAGIC || h.shards != S)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "gathered: not the sum of %d records of a sharded sampling sum step "
+                           "(shards %" PRIu64 ", magic 0x%" PRIx64 ")",
+                           (int)S, h.shards, h.magic);
+  if (h.step != S * (uint64_t)step)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "gathered: the sum of records of other steps (step words sum to "
+                           "%" PRIu64 ", expected %d x step %d)",
+                           h.step, (int)S, step);
+  uint64_t tag = ingot_shard_call_tag(call->in.batch, call->in.vocab, call->max_top_k,
+                                      call->num_top, call->flags);
+  if (h.call != S * tag || (h.reserved[0] | h.reserved[1] | h.reserved[2]))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "gathered: the sum holds records written for another call (B, V, "
+                           "max_top_k, num_top or flags differ)");
+  for (int w = 0; w < 8; w++) {
+    uint64_t full = 0; /* the bits of slots 32 w .. 32 w + 31 below S */
+    if (S > 32u * (uint64_t)w)
+      full = S - 32u * (uint64_t)w >= 32 ? UINT64_C(0xffffffff)
+                                         : (UINT64_C(1) << (S - 32u * (uint64_t)w)) - 1u;
+    if (h.slot_bits[w] != full)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "gathered: the sum is not of one record per slot 0 .. %d (slot bits "
+                             "%d-%d sum to 0x%" PRIx64 ")",
+                             (int)S - 1, 32 * w, 32 * w + 31, h.slot_bits[w]);
+  }
+  if (h.vocab_count != (uint64_t)call->in.vocab)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "gathered: the shards hold %" PRIu64
+                           " tokens, the vocabulary has %" PRId64 " (ranges must tile [0, V))",
+                           h.vocab_count, call->in.vocab);
+  return INGOT_STATUS_SUCCESS;
+}
+
+/* CPU: the headers of the exchanged records of step `step` (host memory
+ * core may read). All-gather: each slot written by that step of this call,
+ * by the shard of that slot, and the slots' ranges tiling [0, V). */
 static ingot_status check_gathered(struct ingot_context *ctx, const char *op,
                                    const ingot_sampling_shard_call *call,
                                    const ingot_shard_steps *steps, int step,
                                    const void *gathered) {
+  if (steps->exchange[step] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM)
+    return check_summed(ctx, op, call, step, gathered);
   const int64_t stride = record_bytes_of(call, steps, step);
   const int S = call->num_shards;
   int64_t covered = 0;
@@ -264,7 +317,7 @@ static ingot_status check_gathered_arg(struct ingot_context *ctx, const char *op
     return INGOT_STATUS_SUCCESS;
   }
   ingot_span span;
-  int64_t need = (int64_t)call->num_shards * record_bytes_of(call, steps, step - 1);
+  int64_t need = exchanged_bytes_of(call, steps, step - 1);
   ingot_status st = check_buffer(ctx, op, "gathered", gathered, gathered_bytes, need, 0, &span);
   if (st) return st;
   ingot_sampling_span_add(ins, "gathered", span);
@@ -319,10 +372,16 @@ ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx, const ingot_samp
   ingot_sampling_shard_plan out = *plan;
   out.num_steps = steps.count;
   out.reserved = 0;
-  out.max_record_bytes = 0;
+  out.reserved2 = 0;
+  out.max_record_bytes = out.max_exchanged_bytes = 0;
   for (int i = 0; i < INGOT_SAMPLING_SHARD_MAX_STEPS; i++) {
-    out.record_bytes[i] = i < steps.count ? (size_t)record_bytes_of(&call, &steps, i) : 0;
+    int used = i < steps.count;
+    out.record_bytes[i] = used ? (size_t)record_bytes_of(&call, &steps, i) : 0;
+    out.exchanged_bytes[i] = used ? (size_t)exchanged_bytes_of(&call, &steps, i) : 0;
+    out.exchange[i] = used ? steps.exchange[i] : INGOT_SAMPLING_SHARD_EXCHANGE_GATHER;
     if (out.record_bytes[i] > out.max_record_bytes) out.max_record_bytes = out.record_bytes[i];
+    if (out.exchanged_bytes[i] > out.max_exchanged_bytes)
+      out.max_exchanged_bytes = out.exchanged_bytes[i];
   }
   out.workspace_bytes = workspace;
   *plan = out;
@@ -481,13 +540,13 @@ ingot_status ingot_sampling_shard_finish_softmax(
                                                  workspace, workspace_bytes, stream);
 }
 
-ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards,
-                                         const void *const *records, size_t record_bytes,
-                                         void *gathered, size_t gathered_bytes,
-                                         struct CUstream_st *stream) {
-  static const char op[] = "ingot_sampling_shard_gather";
-  ingot_status st = ingot_core_begin(ctx, op, stream);
-  if (st) return st;
+/* The local exchanges: num_shards records of record_bytes each, and an
+ * output (S records for a gather, one for a sum) that overlaps none. */
+static ingot_status check_local_exchange(struct ingot_context *ctx, const char *op,
+                                         int32_t num_shards, const void *const *records,
+                                         size_t record_bytes, size_t min_record_bytes,
+                                         const char *out_name, void *out, size_t out_bytes,
+                                         int gather) {
   if (num_shards < 1 || num_shards > INGOT_SAMPLING_SHARD_MAX_SHARDS)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "num_shards = %d, expected 1 <= S <= INGOT_SAMPLING_SHARD_MAX_SHARDS "
@@ -495,16 +554,16 @@ ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards
                            (int)num_shards, INGOT_SAMPLING_SHARD_MAX_SHARDS);
   if (records == NULL)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "records: NULL");
-  if (record_bytes < INGOT_SHARD_HEADER_BYTES || record_bytes % 16 != 0 ||
+  if (record_bytes < min_record_bytes || record_bytes % 16 != 0 ||
       record_bytes > (size_t)INT64_MAX / (size_t)num_shards)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "record_bytes = %zu, expected a record size of "
-                           "ingot_sampling_shard_get_plan (a multiple of 16, >= %d)",
-                           record_bytes, INGOT_SHARD_HEADER_BYTES);
+                           "ingot_sampling_shard_get_plan (a multiple of 16, >= %zu)",
+                           record_bytes, min_record_bytes);
   ingot_span out_span;
-  if ((st = check_buffer(ctx, op, "gathered", gathered, gathered_bytes,
-                         (int64_t)record_bytes * num_shards, 1, &out_span)))
-    return st;
+  ingot_status st = check_buffer(ctx, op, out_name, out, out_bytes,
+                                 (int64_t)record_bytes * (gather ? num_shards : 1), 1, &out_span);
+  if (st) return st;
   for (int32_t j = 0; j < num_shards; j++) {
     char name[32];
     snprintf(name, sizeof name, "records[%d]", (int)j);
@@ -512,8 +571,36 @@ ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards
     if ((st = check_buffer(ctx, op, name, records[j], record_bytes, (int64_t)record_bytes, 0,
                            &span)))
       return st;
-    if ((st = ingot_core_check_disjoint(ctx, op, "gathered", out_span, name, span))) return st;
+    if ((st = ingot_core_check_disjoint(ctx, op, out_name, out_span, name, span))) return st;
   }
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards,
+                                         const void *const *records, size_t record_bytes,
+                                         void *gathered, size_t gathered_bytes,
+                                         struct CUstream_st *stream) {
+  static const char op[] = "ingot_sampling_shard_gather";
+  ingot_status st = ingot_core_begin(ctx, op, stream);
+  if (st) return st;
+  if ((st = check_local_exchange(ctx, op, num_shards, records, record_bytes,
+                                 INGOT_SHARD_HEADER_BYTES, "gathered", gathered, gathered_bytes,
+                                 1)))
+    return st;
   return ctx->ops->sampling_shard_gather(ctx, num_shards, records, record_bytes, gathered,
                                          stream);
+}
+
+ingot_status ingot_sampling_shard_sum(ingot_context_t ctx, int32_t num_shards,
+                                      const void *const *records, size_t record_bytes,
+                                      void *summed, size_t summed_bytes,
+                                      struct CUstream_st *stream) {
+  static const char op[] = "ingot_sampling_shard_sum";
+  ingot_status st = ingot_core_begin(ctx, op, stream);
+  if (st) return st;
+  if ((st = check_local_exchange(ctx, op, num_shards, records, record_bytes,
+                                 INGOT_SHARD_SUM_HEADER_BYTES, "summed", summed, summed_bytes,
+                                 0)))
+    return st;
+  return ctx->ops->sampling_shard_sum(ctx, num_shards, records, record_bytes, summed, stream);
 }

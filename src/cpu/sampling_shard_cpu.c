@@ -118,25 +118,27 @@ static shard_scratch carve(const ingot_sampling_shard_call *c, void *workspace) 
 
 /* ---- records ----------------------------------------------------------------------------- */
 
-/* The gathered records of one step. */
+/* The exchanged records of one step: S slots (all-gather) or one sum. */
 typedef struct gathered_view {
   const char *base;
-  int64_t record_bytes, row_bytes;
+  int64_t record_bytes, row_bytes, header_bytes;
   int32_t slots;
 } gathered_view;
 
 static gathered_view view_of(const ingot_sampling_shard_call *c, const ingot_shard_steps *s,
                              int step, const void *gathered) {
   gathered_view g;
+  const int exchange = s->exchange[step];
   g.base = (const char *)gathered;
   g.row_bytes = s->row_bytes[step];
-  g.record_bytes = ingot_shard_record_bytes(c->in.batch, g.row_bytes);
-  g.slots = c->num_shards;
+  g.header_bytes = ingot_shard_header_bytes(exchange);
+  g.record_bytes = ingot_shard_record_bytes(c->in.batch, g.row_bytes, exchange);
+  g.slots = exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM ? 1 : c->num_shards;
   return g;
 }
 
 static const char *slot_row(const gathered_view *g, int32_t slot, int64_t r) {
-  return g->base + slot * g->record_bytes + INGOT_SHARD_HEADER_BYTES + r * g->row_bytes;
+  return g->base + slot * g->record_bytes + g->header_bytes + r * g->row_bytes;
 }
 
 static int64_t slot_begin(const gathered_view *g, int32_t slot) {
@@ -145,19 +147,50 @@ static int64_t slot_begin(const gathered_view *g, int32_t slot) {
   return h.vocab_begin;
 }
 
-/* Bucket d of a round row: its count, and (TOP-P rounds) its mass. */
-static uint32_t bucket_count(const char *row, int d) {
+/* Bucket d of a round row: a summed count (TOP-K rounds 0-2), a summed
+ * mass (TOP-P rounds 0-2), or one shard's count (round 3). */
+static uint64_t summed_count(const char *row, int d) {
+  uint64_t c;
+  memcpy(&c, row + (size_t)d * sizeof c, sizeof c);
+  return c;
+}
+
+static void summed_mass(const char *row, int d, ingot_exact_sum *m) {
+  uint64_t limb[INGOT_EXACT_SUM_LIMBS];
+  memcpy(limb, row + (size_t)d * INGOT_SHARD_MASS_BYTES, sizeof limb);
+  ingot_exact_sum_from_limbs(limb, m);
+}
+
+static uint32_t last_count(const char *row, int d) {
   uint32_t c;
   memcpy(&c, row + (size_t)d * sizeof c, sizeof c);
   return c;
 }
 
-static void bucket_mass(const char *row, int d, ingot_exact_sum *m) {
-  memcpy(m, row + INGOT_SHARD_BUCKETS * sizeof(uint32_t) + (size_t)d * sizeof *m, sizeof *m);
+/* A SUM record's header: this shard's terms of the sums core checks. */
+static void write_sum_header(const ingot_sampling_shard_call *c, int step, int64_t row_bytes,
+                             void *record) {
+  ingot_shard_sum_header h;
+  memset(&h, 0, sizeof h);
+  h.shards = 1;
+  h.magic = INGOT_SHARD_SUM_MAGIC;
+  h.step = (uint64_t)step;
+  h.call = ingot_shard_call_tag(c->in.batch, c->in.vocab, c->max_top_k, c->num_top, c->flags);
+  h.vocab_count = (uint64_t)c->vocab_count;
+  h.slot_bits[c->shard_index >> 5] = UINT64_C(1) << (c->shard_index & 31);
+  memcpy(record, &h, sizeof h);
+  const int sum = INGOT_SAMPLING_SHARD_EXCHANGE_SUM;
+  int64_t used = INGOT_SHARD_SUM_HEADER_BYTES + c->in.batch * row_bytes;
+  int64_t total = ingot_shard_record_bytes(c->in.batch, row_bytes, sum);
+  memset((char *)record + used, 0, (size_t)(total - used));
 }
 
 static void write_header(const ingot_sampling_shard_call *c, int step, int64_t row_bytes,
-                         void *record) {
+                         int exchange, void *record) {
+  if (exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM) {
+    write_sum_header(c, step, row_bytes, record);
+    return;
+  }
   ingot_shard_header h;
   memset(&h, 0, sizeof h);
   h.magic = INGOT_SHARD_RECORD_MAGIC;
@@ -175,7 +208,8 @@ static void write_header(const ingot_sampling_shard_call *c, int step, int64_t r
   memcpy(record, &h, sizeof h);
   /* the padding too: records are compared and copied as bytes */
   int64_t used = INGOT_SHARD_HEADER_BYTES + c->in.batch * row_bytes;
-  int64_t total = ingot_shard_record_bytes(c->in.batch, row_bytes);
+  int64_t total =
+      ingot_shard_record_bytes(c->in.batch, row_bytes, INGOT_SAMPLING_SHARD_EXCHANGE_GATHER);
   memset((char *)record + used, 0, (size_t)(total - used));
 }
 
@@ -219,7 +253,7 @@ static int64_t own_take(const ingot_sampling_shard_call *c, const gathered_view 
                         int d, int64_t take) {
   int64_t before = 0, own = 0;
   for (int32_t slot = 0; slot < g->slots; slot++) {
-    int64_t n = bucket_count(slot_row(g, slot, r), d);
+    int64_t n = last_count(slot_row(g, slot, r), d);
     if (slot == c->shard_index)
       own = n;
     else if (slot_begin(g, slot) < c->vocab_begin)
@@ -317,26 +351,34 @@ static void absorb_candidates(const ingot_sampling_shard_call *c, const gathered
 }
 
 /* The selection's next state after a round: its bucket (a top-k or top-p
- * cut lies there), and after the last round the tie at its key. */
+ * cut lies there), and after the last round the tie at its key. Rounds 0-2
+ * read the summed record; round 3 the shards' counts, whose masses are
+ * count x w of the bucket's one key. */
 static void absorb_round(const ingot_sampling_shard_call *c, const gathered_view *g, int64_t r,
                          int goal, int round, const row_params *p, row_state *st,
                          pending_tie *tie) {
   if (st->goal != goal) return;
   const int bits = ingot_shard_digit_bits(round), buckets = 1 << bits;
+  const int last = round == INGOT_SHARD_ROUNDS - 1;
   uint64_t count[INGOT_SHARD_BUCKETS];
   ingot_exact_sum mass[INGOT_SHARD_BUCKETS];
   for (int d = 0; d < buckets; d++) {
     count[d] = 0;
     ingot_exact_sum_clear(&mass[d]);
-    for (int32_t slot = 0; slot < g->slots; slot++) {
-      const char *row = slot_row(g, slot, r);
-      count[d] += bucket_count(row, d);
-      if (goal == GOAL_TOP_P) {
-        ingot_exact_sum m;
-        bucket_mass(row, d, &m);
-        ingot_exact_sum_add(&mass[d], &m);
-      }
+    if (!last) {
+      const char *row = slot_row(g, 0, r);
+      if (goal == GOAL_TOP_K)
+        count[d] = summed_count(row, d);
+      else
+        summed_mass(row, d, &mass[d]);
+      continue;
     }
+    for (int32_t slot = 0; slot < g->slots; slot++) count[d] += last_count(slot_row(g, slot, r), d);
+    const uint32_t key = (st->prefix << bits) | (uint32_t)d;
+    /* finite keys only: records that are not ingot's must not shift past the sum */
+    if (goal == GOAL_TOP_P && count[d] > 0 && key < 0x7f800000u)
+      ingot_exact_sum_add_f32_times(&mass[d], ingot_sampling_ref_exp(ingot_shard_key_value(key)),
+                                    count[d] > UINT32_MAX ? UINT32_MAX : (uint32_t)count[d]);
   }
   int d = 0;
   if (goal == GOAL_TOP_K) {
@@ -365,7 +407,8 @@ static void absorb_round(const ingot_sampling_shard_call *c, const gathered_view
       st->mass_before = through;
     }
   }
-  if (d == buckets) { /* not reached: only records that are not ingot's get here */
+  if (d == buckets || (last && ((st->prefix << bits) | (uint32_t)d) >= 0x7f800000u)) {
+    /* not reached, or a key of no finite s: only records that are not ingot's get here */
     st->goal = GOAL_NONE;
     return;
   }
@@ -431,13 +474,16 @@ static void record_candidates(const ingot_sampling_shard_call *c, const row_stat
 }
 
 /* A radix round: per bucket of the digit, the universe's tokens under the
- * prefix (count, and for top-p their exact mass). */
+ * prefix. Rounds 0-2 (summed): top-k uint64 counts, top-p exact masses in
+ * limbs; round 3 (gathered): uint32 counts. */
 static void record_round(const ingot_sampling_shard_call *c, const row_state *st, int goal,
                          int round, const float *vals, char *out) {
   const int shift = ingot_shard_digit_shift(round), bits = ingot_shard_digit_bits(round);
-  uint32_t count[INGOT_SHARD_BUCKETS];
+  const int last = round == INGOT_SHARD_ROUNDS - 1;
+  uint64_t count[INGOT_SHARD_BUCKETS];
   ingot_exact_sum mass[INGOT_SHARD_BUCKETS];
   for (int d = 0; d < INGOT_SHARD_BUCKETS; d++) count[d] = 0, ingot_exact_sum_clear(&mass[d]);
+  const int masses = goal == GOAL_TOP_P && !last;
   if (st->goal == goal) {
     for (int64_t j = 0; j < c->vocab_count; j++) {
       if (!in_universe(st, goal, vals[j], (int32_t)(c->vocab_begin + j))) continue;
@@ -445,11 +491,23 @@ static void record_round(const ingot_sampling_shard_call *c, const row_state *st
       if ((key >> (shift + bits)) != st->prefix) continue;
       int d = (int)((key >> shift) & ((1u << bits) - 1u));
       count[d]++;
-      if (goal == GOAL_TOP_P) ingot_exact_sum_add_f32(&mass[d], ingot_sampling_ref_exp(vals[j]));
+      if (masses) ingot_exact_sum_add_f32(&mass[d], ingot_sampling_ref_exp(vals[j]));
     }
   }
-  memcpy(out, count, sizeof count);
-  if (goal == GOAL_TOP_P) memcpy(out + sizeof count, mass, sizeof mass);
+  if (last) {
+    for (int d = 0; d < INGOT_SHARD_LAST_BUCKETS; d++) {
+      uint32_t n = (uint32_t)count[d]; /* a shard holds fewer than 2^31 tokens */
+      memcpy(out + (size_t)d * sizeof n, &n, sizeof n);
+    }
+  } else if (masses) {
+    for (int d = 0; d < INGOT_SHARD_BUCKETS; d++) {
+      uint64_t limb[INGOT_EXACT_SUM_LIMBS];
+      ingot_exact_sum_to_limbs(&mass[d], limb);
+      memcpy(out + (size_t)d * INGOT_SHARD_MASS_BYTES, limb, sizeof limb);
+    }
+  } else {
+    memcpy(out, count, sizeof count);
+  }
 }
 
 /* The DRAW row: best key over the shard's part of F, both masses, top-n. */
@@ -540,13 +598,14 @@ ingot_status ingot_cpu_sampling_shard_step(struct ingot_context *ctx,
   const int prev_round = step > 0 ? steps.round[step - 1] : 0;
   const int64_t row_bytes = steps.row_bytes[step];
   shard_scratch w = carve(call, workspace);
-  gathered_view g = {NULL, 0, 0, 0};
+  gathered_view g = {NULL, 0, 0, 0, 0};
   if (step > 0) g = view_of(call, &steps, step - 1, gathered);
-  write_header(call, step, row_bytes, record);
+  const int64_t header_bytes = ingot_shard_header_bytes(steps.exchange[step]);
+  write_header(call, step, row_bytes, steps.exchange[step], record);
   for (int64_t r = 0; r < call->in.batch; r++) {
     row_state *st = &w.state[r];
     const row_params p = ingot_cpu_row_params_of(&call->in, r);
-    char *out = (char *)record + INGOT_SHARD_HEADER_BYTES + r * row_bytes;
+    char *out = (char *)record + header_bytes + r * row_bytes;
     if (kind == INGOT_SHARD_STEP_STATS) {
       record_stats(call, r, w.vals, out);
       continue;
@@ -687,5 +746,21 @@ ingot_status ingot_cpu_sampling_shard_gather(struct ingot_context *ctx, int32_t 
   (void)ctx, (void)stream;
   for (int32_t j = 0; j < num_shards; j++)
     memcpy((char *)gathered + (size_t)j * record_bytes, records[j], record_bytes);
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_cpu_sampling_shard_sum(struct ingot_context *ctx, int32_t num_shards,
+                                          const void *const *records, size_t record_bytes,
+                                          void *summed, struct CUstream_st *stream) {
+  (void)ctx, (void)stream;
+  const size_t words = record_bytes / sizeof(uint64_t);
+  for (size_t w = 0; w < words; w++) {
+    uint64_t total = 0, term;
+    for (int32_t j = 0; j < num_shards; j++) {
+      memcpy(&term, (const char *)records[j] + w * sizeof term, sizeof term);
+      total += term; /* modulo 2^64, as an all-reduce adds */
+    }
+    memcpy((char *)summed + w * sizeof total, &total, sizeof total);
+  }
   return INGOT_STATUS_SUCCESS;
 }

@@ -12,6 +12,8 @@
  * region); builders also write valid index lists, cu_seqlens and per-row
  * parameters unless the input says not to, so that valid calls reach the
  * kernels. INGOT_FUZZ_VERBOSE=1 prints each call's status and error text.
+ * Sharded sampling calls (fuzz_op_args_shard.inc) first run the earlier
+ * steps of every shard, unperturbed, so that valid calls get valid records.
  *
  * Memory. Every data pointer points into one buffer (g_buf: NREG regions of
  * REG_BYTES for tensors, then WS_BYTES of workspace), or is NULL. A VALID call
@@ -1078,6 +1080,10 @@ static void op_softmax(fz *r) {
   check_status(r, op, ctx, st);
 }
 
+/* ---- sharded sampling ----------------------------------------------------------------------- */
+
+#include "fuzz_op_args_shard.inc"
+
 /* ---- entry ---------------------------------------------------------------------------------- */
 
 static void op_unswizzle(fz *r) { op_swizzle(r, 1); }
@@ -1088,13 +1094,18 @@ static void (*const ops[])(fz *) = {
     q_ngram_derive, q_ngram_rows,    op_row_ids,    op_commit,   op_gather,    op_embed,
     op_quantize,    op_global_scale, op_dequantize, op_swizzle0, op_unswizzle, op_gate_up,
     op_gemm,        op_geglu,        op_mlp,        op_sample,   op_softmax,
+    /* appended: the seeds of the ops above keep their first byte */
+    q_shard_plan,   op_shard_step,   op_shard_gather, op_shard_finish_sample,
+    op_shard_finish_softmax, op_shard_sum,
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (g_buf == NULL) {
     g_buf = malloc(BUF_BYTES); /* malloc'd: ASan guards both ends */
-    if (g_buf == NULL || ingot_context_create(INGOT_BACKEND_CPU, 0, &g_ctx) != INGOT_STATUS_SUCCESS)
+    g_side = aligned_alloc(64, (size_t)SHARD_MAX * 2 * SIDE_BYTES);
+    if (g_buf == NULL || g_side == NULL ||
+        ingot_context_create(INGOT_BACKEND_CPU, 0, &g_ctx) != INGOT_STATUS_SUCCESS)
       finding("setup", "no buffer or no CPU context");
     g_verbose = getenv("INGOT_FUZZ_VERBOSE") != NULL;
   }

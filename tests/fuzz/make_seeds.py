@@ -34,7 +34,9 @@ OPS = ["gemm_workspace_size", "geglu_workspace_size", "mlp_workspace_size",
        "ngram_table_rows", "ngram_row_ids", "ngram_commit_context", "ngram_gather",
        "ngram_embed", "nvfp4_quantize", "nvfp4_global_scale", "nvfp4_dequantize",
        "nvfp4_swizzle_scales", "nvfp4_unswizzle_scales", "nvfp4_quantize_gate_up",
-       "nvfp4_gemm", "nvfp4_geglu", "nvfp4_mlp", "sample", "sampling_softmax"]
+       "nvfp4_gemm", "nvfp4_geglu", "nvfp4_mlp", "sample", "sampling_softmax",
+       "sampling_shard_get_plan", "sampling_shard_step", "sampling_shard_gather",
+       "sampling_shard_finish_sample", "sampling_shard_finish_softmax", "sampling_shard_sum"]
 
 
 def op_seeds():

@@ -48,3 +48,9 @@ ingot_status ingot_cuda_sampling_shard_gather(struct ingot_context *ctx, int32_t
                                               struct CUstream_st *) {
   return not_yet(ctx, "ingot_sampling_shard_gather");
 }
+
+ingot_status ingot_cuda_sampling_shard_sum(struct ingot_context *ctx, int32_t,
+                                           const void *const *, size_t, void *,
+                                           struct CUstream_st *) {
+  return not_yet(ctx, "ingot_sampling_shard_sum");
+}
