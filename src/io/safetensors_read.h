@@ -37,7 +37,8 @@ typedef struct {
   int out_of_memory; /* msg is an allocation failure (st_fail_oom), not a bad file */
 } st_error;
 
-static inline int st_vfail(st_error *e, int out_of_memory, const char *fmt, va_list ap) {
+static inline int PRINTF_LIKE(3, 0) st_vfail(st_error *e, int out_of_memory, const char *fmt,
+                                                va_list ap) {
   if (e->msg[0] == '\0') {
     e->out_of_memory = out_of_memory;
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
