@@ -955,13 +955,29 @@ typedef struct {
       bias_values;
   ingot_sampling_params params;
   int64_t b, v;
+  int params_must_fail; /* the parameters alone make the call invalid */
 } sampling_call;
 
+static const ingot_sampling_params *mk_sampling_params(fz *r, sampling_call *c);
+
+/* Logits [b, v] and parameters. r->must_fail covers both; the sharded
+ * calls, which take slices of the logits (judged by pick_slice), use
+ * params_must_fail instead. */
 static const ingot_sampling_params *mk_sampling(fz *r, sampling_call *c) {
   c->b = range(r, 0, 5);
   c->v = range(r, 1, 700);
   ingot_dtype dt = logit_dtypes[u8(r) % 3];
+  const int before = r->must_fail;
   mk2(r, &c->logits, dt, c->b, c->v);
+  const int logits_must_fail = r->must_fail;
+  r->must_fail = before;
+  const ingot_sampling_params *params = mk_sampling_params(r, c);
+  c->params_must_fail = r->must_fail;
+  r->must_fail |= logits_must_fail;
+  return params;
+}
+
+static const ingot_sampling_params *mk_sampling_params(fz *r, sampling_call *c) {
   ingot_sampling_params init = INGOT_SAMPLING_PARAMS_INITIALIZER;
   c->params = init;
   c->params.struct_size = (uint32_t)pick(r, c->params.struct_size);
