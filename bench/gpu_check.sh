@@ -3,18 +3,20 @@
 # as errors, every CTest test (GPU tests and the examples' CUDA runs included),
 # the Python tests (PyTorch comparisons on the GPU), compute-sanitizer memcheck of
 # each CUDA test on its small variant, racecheck of the sampling kernels when
-# RACECHECK names a part (e.g. RACECHECK="bf16 151936"), `ingot bench`, and
+# RACECHECK names a part (e.g. RACECHECK="bf16 151936"), `ingot bench`,
 # bench/flashinfer_sampling.py (a skip when FlashInfer's headers are not found:
-# FLASHINFER_INCLUDE or an installed flashinfer package).
+# FLASHINFER_INCLUDE or an installed flashinfer package) and bench/triton_ple.py
+# (a skip without Triton).
 # Prints one line per step; exits non-zero if any step failed.
 # Usage: [STEPS="build ctest ..."] bench/gpu_check.sh OUT [COMMIT]
-#   STEPS: any of build ctest pytest memcheck bench flashinfer (default: all, in that order)
+#   STEPS: any of build ctest pytest memcheck bench flashinfer triton_ple (default: all, in
+#          that order)
 #   MEMCHECK_TESTS, MEMCHECK_TIMEOUT: which CUDA tests memcheck runs, and for how long each
 set -uo pipefail
 OUT=${1:?OUT}; COMMIT=${2:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 BUILD=${BUILD:-build-gpu}
 GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
-STEPS=${STEPS:-build ctest pytest memcheck bench flashinfer}
+STEPS=${STEPS:-build ctest pytest memcheck bench flashinfer triton_ple}
 mkdir -p "$OUT"
 fail=0
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -55,5 +57,12 @@ if want flashinfer; then
   step flashinfer env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
     python3 bench/flashinfer_sampling.py --json "$OUT/flashinfer_sampling.json"
   grep -E "skipped|FAILED|error" "$OUT/flashinfer.log" | head -5
+fi
+# optional: a fused Triton row-id hash beside ingot's PLE row ids (exits 0 with "skipped: ..."
+# without Triton)
+if want triton_ple; then
+  step triton_ple env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
+    python3 bench/triton_ple.py --json "$OUT/triton_ple.json"
+  grep -E "skipped|MISMATCH|error" "$OUT/triton_ple.log" | head -5
 fi
 exit $fail
