@@ -5,18 +5,19 @@
 # each CUDA test on its small variant, racecheck of the sampling kernels when
 # RACECHECK names a part (e.g. RACECHECK="bf16 151936"), `ingot bench`,
 # bench/flashinfer_sampling.py (a skip when FlashInfer's headers are not found:
-# FLASHINFER_INCLUDE or an installed flashinfer package) and bench/triton_ple.py
-# (a skip without Triton).
+# FLASHINFER_INCLUDE or an installed flashinfer package), bench/triton_ple.py
+# (a skip without Triton) and bench/nccl_sampling.py (every GPU, one process each;
+# a skip without libnccl).
 # Prints one line per step; exits non-zero if any step failed.
 # Usage: [STEPS="build ctest ..."] bench/gpu_check.sh OUT [COMMIT]
-#   STEPS: any of build ctest pytest memcheck bench flashinfer triton_ple (default: all, in
-#          that order)
+#   STEPS: any of build ctest pytest memcheck bench flashinfer triton_ple nccl (default: all,
+#          in that order)
 #   MEMCHECK_TESTS, MEMCHECK_TIMEOUT: which CUDA tests memcheck runs, and for how long each
 set -uo pipefail
 OUT=${1:?OUT}; COMMIT=${2:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 BUILD=${BUILD:-build-gpu}
 GENCODE=${INGOT_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}
-STEPS=${STEPS:-build ctest pytest memcheck bench flashinfer triton_ple}
+STEPS=${STEPS:-build ctest pytest memcheck bench flashinfer triton_ple nccl}
 mkdir -p "$OUT"
 fail=0
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -64,5 +65,11 @@ if want triton_ple; then
   step triton_ple env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
     python3 bench/triton_ple.py --json "$OUT/triton_ple.json"
   grep -E "skipped|MISMATCH|error" "$OUT/triton_ple.log" | head -5
+fi
+# sharded sampling over NCCL on every GPU against all-gather + unsharded sampling
+if want nccl; then
+  step nccl env INGOT_LIBRARY="$PWD/$BUILD/libingot.so" PYTHONPATH="$PWD/python" \
+    python3 bench/nccl_sampling.py --json "$OUT/nccl_sampling.json"
+  grep -E "skipped|MISMATCH|error" "$OUT/nccl.log" | head -5
 fi
 exit $fail

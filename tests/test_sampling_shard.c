@@ -25,216 +25,10 @@
 #include <string.h>
 
 #include "common/sampling_exact_sum.h"
+#include "sampling_shard_batch.h"
 #include "test_util.h"
 
 static ingot_context_t ctx;
-
-static void *xcalloc(size_t n) {
-  void *p = calloc(1, n ? n : 1);
-  if (!p) {
-    printf("out of memory\n");
-    exit(1);
-  }
-  return p;
-}
-
-/* 16-byte aligned, filled with a byte pattern (so "nothing written" shows). */
-static void *xaligned(size_t n, int fill) {
-  size_t size = (n + 15) / 16 * 16;
-  void *p = aligned_alloc(16, size ? size : 16);
-  if (!p) {
-    printf("out of memory\n");
-    exit(1);
-  }
-  memset(p, fill, size ? size : 16);
-  return p;
-}
-
-static uint32_t f_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static double rand_normal(void) {
-  double u = test_rand_unit(), v = test_rand_unit();
-  return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
-
-/* ---- a batch ------------------------------------------------------------------------------ */
-
-typedef struct batch {
-  int64_t B, V, stride;
-  ingot_dtype dtype;
-  void *logits; /* [B, stride] */
-  float *temperature, *top_p, *min_p;
-  int32_t *top_k;
-  uint64_t *seed, *position;
-  uint32_t *allowed; /* [B, words] or NULL */
-  int64_t words;
-  int32_t *banned, *bias_ids;
-  float *bias_values;
-  int64_t num_banned, num_bias;
-  /* descriptors */
-  ingot_tensor t_logits, t_temp, t_k, t_p, t_q, t_seed, t_pos, t_allowed, t_banned, t_bias_ids,
-      t_bias_values;
-  ingot_sampling_params params;
-} batch;
-
-static uint16_t to_f16(float f) {
-  uint32_t u = f_bits(f);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  if (f != f) return 0x7e00;
-  float a = fabsf(f);
-  if (a >= 65504.0f) return (uint16_t)(sign | 0x7c00u);
-  if (a < 6.103515625e-05f) return sign;
-  int e = (int)((u >> 23) & 0xffu) - 127;
-  return (uint16_t)(sign | (uint16_t)((e + 15) << 10) | (uint16_t)((u >> 13) & 0x3ffu));
-}
-
-static void set_logit(batch *b, int64_t r, int64_t i, float v) {
-  int64_t at = r * b->stride + i;
-  if (b->dtype == INGOT_DTYPE_F32)
-    ((float *)b->logits)[at] = v;
-  else if (b->dtype == INGOT_DTYPE_BF16)
-    ((uint16_t *)b->logits)[at] = v != v ? (uint16_t)0x7fc0 : (uint16_t)(f_bits(v) >> 16);
-  else
-    ((uint16_t *)b->logits)[at] = to_f16(v);
-}
-
-/* A row of one of the kinds below, in [r]. */
-static void make_row(batch *b, int64_t r, int kind) {
-  const int64_t V = b->V;
-  const double scale = (double[]){0.5, 2.0, 4.0, 30.0}[test_rand() % 4];
-  const int64_t lo = test_rand_range(0, V - 1), hi = test_rand_range(lo, V - 1);
-  for (int64_t i = 0; i < V; i++) {
-    double v = rand_normal() * scale;
-    switch (kind) {
-      case 1: v = (double)((int)(test_rand() % 4)) * -0.5; break; /* ties everywhere */
-      case 2: v = test_rand_unit() < 0.01 ? 8.0 + 4.0 * rand_normal() : -4.0 + rand_normal(); break;
-      case 3: v = -(double)INFINITY; break;                              /* empty */
-      case 4: if (i < lo || i > hi) v = -(double)INFINITY; break;        /* one region */
-      case 5: if (test_rand() % 50 == 0) v = test_rand() % 2 ? (double)NAN : (double)INFINITY; break;
-      case 6: v = 1.0; break;                                             /* flat */
-      case 7: v = i == lo ? 0.0 : -(double)INFINITY; break;               /* one token */
-      case 8: v = rand_normal() * 300.0; break;                           /* underflows */
-      default: if (test_rand() % 8 == 0) v = -(double)INFINITY; break;
-    }
-    set_logit(b, r, i, (float)v);
-  }
-}
-
-static void make_params(batch *b, int64_t r, int64_t kc) {
-  const int64_t V = b->V;
-  int u = (int)(test_rand() % 20);
-  b->temperature[r] = u < 3 ? 0.0f : u == 3 ? 1e-3f : u == 4 ? 60.0f : u == 5 ? 1e-30f
-                                                                      : (float)(0.3 + 1.5 * test_rand_unit());
-  switch (test_rand() % 6) {
-    case 0: b->top_k[r] = 0; break;
-    case 1: b->top_k[r] = 1; break;
-    case 2: b->top_k[r] = (int32_t)test_rand_range(1, kc > 1 ? kc : 2); break;
-    case 3: b->top_k[r] = (int32_t)test_rand_range(1, V > 1 ? V - 1 : 1); break;
-    case 4: b->top_k[r] = (int32_t)(V + test_rand_range(0, 3)); break;
-    default: b->top_k[r] = (int32_t)test_rand_range(1, 3000); break;
-  }
-  switch (test_rand() % 5) {
-    case 0: case 1: b->top_p[r] = 1.0f; break;
-    case 2: b->top_p[r] = (float)(0.05 + 0.94 * test_rand_unit()); break;
-    case 3: b->top_p[r] = test_rand() % 2 ? 1e-6f : 0.999999f; break;
-    default: b->top_p[r] = (float)test_rand_unit() * 0.5f + 0.3f; break;
-  }
-  switch (test_rand() % 4) {
-    case 0: b->min_p[r] = (float)(0.2 * test_rand_unit()); break;
-    case 1: b->min_p[r] = test_rand() % 4 == 0 ? 1.0f : 0.02f; break;
-    default: b->min_p[r] = 0.0f; break;
-  }
-  b->seed[r] = test_rand();
-  b->position[r] = test_rand() % 1000;
-}
-
-/* A token near a shard border or anywhere, sometimes outside [0, V). */
-static int32_t list_token(int64_t V) {
-  int u = (int)(test_rand() % 10);
-  if (u == 0) return -1 - (int32_t)(test_rand() % 3);
-  if (u == 1) return (int32_t)(V + (int64_t)(test_rand() % 3));
-  if (u < 5) return (int32_t)((V / 2 + (int64_t)(test_rand() % 3) - 1 + V) % V); /* a likely border */
-  return (int32_t)test_rand_range(0, V - 1);
-}
-
-static void make_batch(batch *b, int64_t B, int64_t V, int64_t kc) {
-  memset(b, 0, sizeof *b);
-  b->B = B, b->V = V;
-  b->dtype = (ingot_dtype[]){INGOT_DTYPE_F32, INGOT_DTYPE_F32, INGOT_DTYPE_BF16,
-                             INGOT_DTYPE_F16}[test_rand() % 4];
-  b->stride = V + (int64_t)(test_rand() % 3);
-  b->logits = xcalloc((size_t)(B * b->stride) * 4);
-  b->temperature = xcalloc((size_t)B * 4), b->top_p = xcalloc((size_t)B * 4);
-  b->min_p = xcalloc((size_t)B * 4), b->top_k = xcalloc((size_t)B * 4);
-  b->seed = xcalloc((size_t)B * 8), b->position = xcalloc((size_t)B * 8);
-  for (int64_t r = 0; r < B; r++) {
-    make_row(b, r, (int)(test_rand() % 10));
-    make_params(b, r, kc);
-  }
-  b->words = (V + 31) / 32;
-  if (test_rand() % 2) {
-    b->allowed = xcalloc((size_t)(B * b->words) * 4);
-    for (int64_t r = 0; r < B; r++)
-      for (int64_t w = 0; w < b->words; w++)
-        b->allowed[r * b->words + w] =
-            r % 3 == 0 ? 0xffffffffu : (uint32_t)test_rand() | (uint32_t)test_rand();
-  }
-  b->num_banned = (int64_t)(test_rand() % 12);
-  b->banned = xcalloc((size_t)b->num_banned * 8);
-  for (int64_t e = 0; e < b->num_banned; e++) {
-    b->banned[2 * e] = (int32_t)test_rand_range(-1, B); /* -1 and B: ignored */
-    b->banned[2 * e + 1] = list_token(V);
-  }
-  b->num_bias = (int64_t)(test_rand() % 12);
-  b->bias_ids = xcalloc((size_t)b->num_bias * 8);
-  b->bias_values = xcalloc((size_t)b->num_bias * 4);
-  for (int64_t e = 0; e < b->num_bias; e++) {
-    b->bias_ids[2 * e] = (int32_t)test_rand_range(0, B - 1);
-    b->bias_ids[2 * e + 1] = e > 0 && test_rand() % 3 == 0 ? b->bias_ids[2 * e - 1] : list_token(V);
-    b->bias_values[e] = test_rand() % 10 == 0 ? INFINITY : (float)(rand_normal() * 3.0);
-  }
-  b->t_logits = ingot_tensor_2d(b->logits, b->dtype, B, V, b->stride);
-  b->t_temp = ingot_tensor_1d(b->temperature, INGOT_DTYPE_F32, B);
-  b->t_k = ingot_tensor_1d(b->top_k, INGOT_DTYPE_I32, B);
-  b->t_p = ingot_tensor_1d(b->top_p, INGOT_DTYPE_F32, B);
-  b->t_q = ingot_tensor_1d(b->min_p, INGOT_DTYPE_F32, B);
-  b->t_seed = ingot_tensor_1d(b->seed, INGOT_DTYPE_U64, B);
-  b->t_pos = ingot_tensor_1d(b->position, INGOT_DTYPE_U64, B);
-  b->t_allowed = ingot_tensor_2d(b->allowed, INGOT_DTYPE_U32, B, b->words, b->words);
-  b->t_banned = ingot_tensor_2d(b->banned, INGOT_DTYPE_I32, b->num_banned, 2, 2);
-  b->t_bias_ids = ingot_tensor_2d(b->bias_ids, INGOT_DTYPE_I32, b->num_bias, 2, 2);
-  b->t_bias_values = ingot_tensor_1d(b->bias_values, INGOT_DTYPE_F32, b->num_bias);
-  ingot_sampling_params p = INGOT_SAMPLING_PARAMS_INITIALIZER;
-  p.temperature = &b->t_temp, p.top_k = &b->t_k, p.top_p = &b->t_p, p.min_p = &b->t_q;
-  p.seed = &b->t_seed, p.position = &b->t_pos;
-  if (b->allowed) p.allowed = &b->t_allowed;
-  p.banned = &b->t_banned;
-  p.bias_ids = &b->t_bias_ids, p.bias_values = &b->t_bias_values;
-  b->params = p;
-}
-
-static void free_batch(batch *b) {
-  free(b->logits), free(b->temperature), free(b->top_p), free(b->min_p), free(b->top_k);
-  free(b->seed), free(b->position), free(b->allowed), free(b->banned), free(b->bias_ids);
-  free(b->bias_values);
-}
-
-/* The flags a plan of candidate length kc needs for b's rows. */
-static uint32_t select_flags(const batch *b, int64_t kc) {
-  uint32_t flags = 0;
-  for (int64_t r = 0; r < b->B; r++) {
-    int32_t k = b->top_k[r];
-    if (b->temperature[r] == 0.0f) continue;
-    if (kc > 0 && (b->V <= kc || (k >= 1 && k <= kc))) continue;
-    if (k > 0 && k < b->V) flags |= INGOT_SAMPLING_SHARD_SELECT_TOP_K;
-    if (b->top_p[r] < 1.0f) flags |= INGOT_SAMPLING_SHARD_SELECT_TOP_P;
-  }
-  return flags;
-}
 
 /* ---- outputs ------------------------------------------------------------------------------- */
 
@@ -250,10 +44,10 @@ typedef struct outputs {
 
 static void alloc_outputs(outputs *o, int64_t B, int64_t V, int64_t n, uint32_t top_flags) {
   o->B = B, o->n = n;
-  o->tokens = xaligned((size_t)B * 4, 0x5a), o->status = xaligned((size_t)B * 4, 0x5a);
-  o->lp = xaligned((size_t)B * 4, 0x5a), o->raw = xaligned((size_t)B * 4, 0x5a);
-  o->top_ids = xaligned((size_t)(B * n) * 4, 0x5a), o->top_lp = xaligned((size_t)(B * n) * 4, 0x5a);
-  o->probs = xaligned((size_t)(B * V) * 4, 0x5a);
+  o->tokens = xalloc((size_t)B * 4, 0x5a), o->status = xalloc((size_t)B * 4, 0x5a);
+  o->lp = xalloc((size_t)B * 4, 0x5a), o->raw = xalloc((size_t)B * 4, 0x5a);
+  o->top_ids = xalloc((size_t)(B * n) * 4, 0x5a), o->top_lp = xalloc((size_t)(B * n) * 4, 0x5a);
+  o->probs = xalloc((size_t)(B * V) * 4, 0x5a);
   o->t_tokens = ingot_tensor_1d(o->tokens, INGOT_DTYPE_I32, B);
   o->t_status = ingot_tensor_1d(o->status, INGOT_DTYPE_U32, B);
   o->t_lp = ingot_tensor_1d(o->lp, INGOT_DTYPE_F32, B);
@@ -300,64 +94,6 @@ static int same_sample(const outputs *a, const outputs *b, const char *what) {
 
 /* ---- the sharded call ----------------------------------------------------------------------- */
 
-typedef struct split {
-  int32_t S;
-  int64_t begin[INGOT_SAMPLING_SHARD_MAX_SHARDS], count[INGOT_SAMPLING_SHARD_MAX_SHARDS];
-} split;
-
-/* S ranges tiling [0, V) in a random slot order: cuts anywhere (equal cuts
- * give empty shards), sometimes one-token shards. */
-static split make_split(int64_t V, int32_t S) {
-  int64_t cuts[INGOT_SAMPLING_SHARD_MAX_SHARDS + 1];
-  cuts[0] = 0, cuts[S] = V;
-  for (int32_t j = 1; j < S; j++) {
-    int u = (int)(test_rand() % 6);
-    cuts[j] = u == 0 ? cuts[j - 1] : u == 1 ? (cuts[j - 1] + 1 < V ? cuts[j - 1] + 1 : V)
-                                              : test_rand_range(0, V);
-  }
-  for (int32_t j = 1; j < S; j++) /* sort the inner cuts */
-    for (int32_t i = j; i > 1 && cuts[i] < cuts[i - 1]; i--) {
-      int64_t t = cuts[i];
-      cuts[i] = cuts[i - 1], cuts[i - 1] = t;
-    }
-  int32_t order[INGOT_SAMPLING_SHARD_MAX_SHARDS];
-  for (int32_t j = 0; j < S; j++) order[j] = j;
-  for (int32_t j = S - 1; j > 0; j--) {
-    int32_t i = (int32_t)(test_rand() % (uint64_t)(j + 1)), t = order[i];
-    order[i] = order[j], order[j] = t;
-  }
-  split s;
-  s.S = S;
-  for (int32_t j = 0; j < S; j++) {
-    s.begin[order[j]] = cuts[j];
-    s.count[order[j]] = cuts[j + 1] - cuts[j];
-  }
-  return s;
-}
-
-static ingot_sampling_shard shard_of(const batch *b, const split *sp, int32_t slot, int64_t kc,
-                                     int64_t n, uint32_t flags) {
-  ingot_sampling_shard sh = INGOT_SAMPLING_SHARD_INITIALIZER;
-  sh.vocab_size = b->V;
-  sh.vocab_begin = sp->begin[slot];
-  sh.vocab_count = sp->count[slot];
-  sh.num_shards = sp->S;
-  sh.shard_index = slot;
-  sh.max_top_k = (int32_t)kc;
-  sh.num_top = (int32_t)n;
-  sh.flags = flags;
-  return sh;
-}
-
-/* The shard's columns of b (an empty shard's: no data pointer). */
-static ingot_tensor slice_of(const batch *b, const split *sp, int32_t slot) {
-  size_t elem = b->dtype == INGOT_DTYPE_F32 ? 4 : 2;
-  void *data = sp->count[slot] ? (char *)b->logits + (size_t)sp->begin[slot] * elem : NULL;
-  return ingot_tensor_2d(data, b->dtype, b->B, sp->count[slot], b->stride);
-}
-
-/* Runs the steps of every shard and the finish of each into its own
- * outputs; 0 if any call failed. */
 typedef struct shard_bufs {
   void *records[INGOT_SAMPLING_SHARD_MAX_SHARDS], *ws[INGOT_SAMPLING_SHARD_MAX_SHARDS];
   void *gathered;
@@ -375,23 +111,23 @@ static int run_steps(const batch *b, const split *sp, int64_t kc, int64_t n, uin
   u->plan = plan;
   u->gathered_bytes = plan.max_exchanged_bytes;
   EXPECT(plan.max_exchanged_bytes <= (size_t)sp->S * plan.max_record_bytes, "exchanged bytes");
-  u->gathered = xaligned(u->gathered_bytes, 0x77);
+  u->gathered = xalloc(u->gathered_bytes, 0x77);
   for (int32_t j = 0; j < sp->S; j++) {
     ingot_sampling_shard sh = shard_of(b, sp, j, kc, n, flags);
     ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
     EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh, b->B, b->dtype, &pj));
     for (int i = 0; i < plan.num_steps; i++)
       EXPECT(pj.record_bytes[i] == plan.record_bytes[i], "shards disagree on record sizes");
-    u->records[j] = xaligned(plan.max_record_bytes, 0x66);
-    u->ws[j] = xaligned(pj.workspace_bytes, 0x55);
+    u->records[j] = xalloc(plan.max_record_bytes, 0x66);
+    u->ws[j] = xalloc(pj.workspace_bytes, 0x55);
   }
   for (int i = 0; i < plan.num_steps; i++) {
     for (int32_t j = 0; j < sp->S; j++) {
       ingot_sampling_shard sh = shard_of(b, sp, j, kc, n, flags);
-      ingot_tensor slice = slice_of(b, sp, j);
+      ingot_tensor slice = slice_of(b, sp, j, 0);
       ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
       ingot_sampling_shard_get_plan(ctx, &sh, b->B, b->dtype, &pj);
-      st = ingot_sampling_shard_step(ctx, i, &slice, &b->params, &sh, i ? u->gathered : NULL,
+      st = ingot_sampling_shard_step(ctx, i, &slice, &b->params[0], &sh, i ? u->gathered : NULL,
                                      i ? plan.exchanged_bytes[i - 1] : 0, u->records[j],
                                      plan.record_bytes[i], u->ws[j], pj.workspace_bytes, NULL);
       EXPECT_OK(ctx, st);
@@ -454,18 +190,18 @@ static void check_softmax(const batch *b, const split *sp, int64_t kc, uint32_t 
   flags |= INGOT_SAMPLING_SHARD_SOFTMAX;
   if (run_steps(b, sp, kc, 0, flags, &u)) {
     size_t last = u.plan.exchanged_bytes[u.plan.num_steps - 1];
-    float *probs = xaligned((size_t)(b->B * b->V) * 4, 0x5a);
-    uint32_t *status = xaligned((size_t)b->B * 4, 0x5a);
+    float *probs = xalloc((size_t)(b->B * b->V) * 4, 0x5a);
+    uint32_t *status = xalloc((size_t)b->B * 4, 0x5a);
     for (int32_t j = 0; j < sp->S; j++) {
       ingot_sampling_shard sh = shard_of(b, sp, j, kc, 0, flags);
       ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
       ingot_sampling_shard_get_plan(ctx, &sh, b->B, b->dtype, &pj);
-      ingot_tensor slice = slice_of(b, sp, j);
+      ingot_tensor slice = slice_of(b, sp, j, 0);
       ingot_tensor tp = ingot_tensor_2d(sp->count[j] ? probs + sp->begin[j] : NULL,
                                         INGOT_DTYPE_F32, b->B, sp->count[j], b->V);
       ingot_tensor ts = ingot_tensor_1d(status, INGOT_DTYPE_U32, b->B);
-      EXPECT_OK(ctx, ingot_sampling_shard_finish_softmax(ctx, &slice, &b->params, &sh, u.gathered,
-                                                         last, &tp, &ts, u.ws[j],
+      EXPECT_OK(ctx, ingot_sampling_shard_finish_softmax(ctx, &slice, &b->params[0], &sh,
+                                                         u.gathered, last, &tp, &ts, u.ws[j],
                                                          pj.workspace_bytes, NULL));
     }
     if (memcmp(probs, want, (size_t)(b->B * b->V) * 4) != 0) {
@@ -502,14 +238,15 @@ static int test_bit_identical(void) {
     alloc_outputs(&want, B, V, n, top_flags);
     size_t need = 0;
     EXPECT_OK(ctx, ingot_sample_workspace_size(ctx, B, V, b.dtype, n, &need));
-    void *ws = xaligned(need, 0);
-    EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits, &b.params, &want.t_tokens, &want.t_status,
+    void *ws = xalloc(need, 0);
+    EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits[0], &b.params[0], &want.t_tokens, &want.t_status,
                                 &want.logprobs, ws, need, NULL));
     EXPECT_OK(ctx, ingot_sampling_softmax_workspace_size(ctx, B, V, b.dtype, &need));
     free(ws);
-    ws = xaligned(need, 0);
+    ws = xalloc(need, 0);
     ingot_tensor tp = ingot_tensor_2d(want.probs, INGOT_DTYPE_F32, B, V, V);
-    EXPECT_OK(ctx, ingot_sampling_softmax(ctx, &b.t_logits, &b.params, &tp, NULL, ws, need, NULL));
+    EXPECT_OK(ctx, ingot_sampling_softmax(ctx, &b.t_logits[0], &b.params[0], &tp, NULL, ws, need,
+                                          NULL));
     free(ws);
     char what[96];
     snprintf(what, sizeof what, "B=%" PRId64 " V=%" PRId64 " dtype %d n %" PRId64 "%s", B, V,
@@ -538,26 +275,16 @@ static int test_bit_identical(void) {
 /* Ties across shard borders: flat rows (greedy, top-k 1 and 3, top-p,
  * raw / final top-n) must pick the lowest global ids whatever the cut. */
 static int test_ties_across_borders(void) {
-  const int64_t V = 64, B = 6;
   tally t = {0, 0, 0, 0};
   batch b;
-  make_batch(&b, B, V, 8);
-  for (int64_t r = 0; r < B; r++) {
-    for (int64_t i = 0; i < V; i++) set_logit(&b, r, i, (i % 16) < 8 ? 2.0f : 1.0f);
-    b.temperature[r] = r == 0 ? 0.0f : 1.0f;
-    b.top_k[r] = (int32_t[]){0, 1, 3, 0, 40, 9}[r];
-    b.top_p[r] = (float[]){1.0f, 1.0f, 1.0f, 0.3f, 0.5f, 0.9f}[r];
-    b.min_p[r] = 0.0f;
-  }
-  b.num_banned = 0, b.num_bias = 0;
-  b.t_banned.shape[0] = 0, b.t_bias_ids.shape[0] = 0, b.t_bias_values.shape[0] = 0;
-  b.params.allowed = NULL;
+  make_tie_batch(&b);
+  const int64_t V = b.V, B = b.B;
   outputs want;
   alloc_outputs(&want, B, V, 12, INGOT_SAMPLING_TOP_FINAL);
   size_t need = 0;
   ingot_sample_workspace_size(ctx, B, V, b.dtype, 12, &need);
-  void *ws = xaligned(need, 0);
-  EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits, &b.params, &want.t_tokens, &want.t_status,
+  void *ws = xalloc(need, 0);
+  EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits[0], &b.params[0], &want.t_tokens, &want.t_status,
                               &want.logprobs, ws, need, NULL));
   free(ws);
   EXPECT(want.tokens[0] == 0, "greedy over ties: token %d, expected 0", want.tokens[0]);
@@ -597,8 +324,8 @@ static int test_constructed_rows(void) {
     make_batch(&b, B, V, 4);
   }
   b.num_banned = 0, b.num_bias = 0;
-  b.t_banned.shape[0] = 0, b.t_bias_ids.shape[0] = 0, b.t_bias_values.shape[0] = 0;
-  b.params.allowed = NULL;
+  b.t_banned[0].shape[0] = 0, b.t_bias_ids[0].shape[0] = 0, b.t_bias_values[0].shape[0] = 0;
+  b.params[0].allowed = NULL;
   /* row 0: find b < a with fl(fl(g_a - g_b) + g_b) == g_a, g_b > g_a */
   int32_t ida = -1, idb = -1;
   float lb = 0.0f;
@@ -631,8 +358,8 @@ static int test_constructed_rows(void) {
   alloc_outputs(&want, B, V, 8, INGOT_SAMPLING_TOP_FINAL);
   size_t need = 0;
   ingot_sample_workspace_size(ctx, B, V, b.dtype, 8, &need);
-  void *ws = xaligned(need, 0);
-  EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits, &b.params, &want.t_tokens, &want.t_status,
+  void *ws = xalloc(need, 0);
+  EXPECT_OK(ctx, ingot_sample(ctx, &b.t_logits[0], &b.params[0], &want.t_tokens, &want.t_status,
                               &want.logprobs, ws, need, NULL));
   free(ws);
   EXPECT(want.tokens[0] == idb, "equal keys: token %d, expected the lower id %d", want.tokens[0],
@@ -677,7 +404,7 @@ static int test_exact_sum_order_free(void) {
     ingot_tensor py = ingot_tensor_2d(probs_y, INGOT_DTYPE_F32, 1, N, N);
     size_t need = 0;
     ingot_sampling_softmax_workspace_size(ctx, 1, N, INGOT_DTYPE_F32, &need);
-    void *ws = xaligned(need, 0);
+    void *ws = xalloc(need, 0);
     EXPECT_OK(ctx, ingot_sampling_softmax(ctx, &tx, &p, &px, NULL, ws, need, NULL));
     EXPECT_OK(ctx, ingot_sampling_softmax(ctx, &ty, &p, &py, NULL, ws, need, NULL));
     free(ws);
@@ -704,9 +431,9 @@ static int test_special_calls(void) {
              plan.record_bytes[1] == (size_t)((64 + 2 * 64 + 15) / 16 * 16),
          "plan of a plain call: %d steps, records %zu %zu", (int)plan.num_steps,
          plan.record_bytes[0], plan.record_bytes[1]);
-  void *record = xaligned(plan.max_record_bytes, 0x11);
-  void *gathered = xaligned(2 * plan.max_record_bytes, 0x22);
-  void *ws = xaligned(plan.workspace_bytes, 0x33);
+  void *record = xalloc(plan.max_record_bytes, 0x11);
+  void *gathered = xalloc(2 * plan.max_record_bytes, 0x22);
+  void *ws = xalloc(plan.workspace_bytes, 0x33);
   ingot_tensor slice = ingot_tensor_2d((char *)b.logits + 10 * (b.dtype == INGOT_DTYPE_F32 ? 4 : 2),
                                        b.dtype, B, 30, b.stride);
   /* B = 0: nothing to do, nothing written */
@@ -720,21 +447,21 @@ static int test_special_calls(void) {
   /* a row whose top-k / top-p the plan does not serve */
   b.top_k[1] = 7;
   EXPECT_ERROR(ctx,
-               ingot_sampling_shard_step(ctx, 0, &slice, &b.params, &sh, NULL, 0, record,
+               ingot_sampling_shard_step(ctx, 0, &slice, &b.params[0], &sh, NULL, 0, record,
                                          plan.record_bytes[0], ws, plan.workspace_bytes, NULL),
                INGOT_STATUS_INVALID_ARGUMENT, "top_k[1] = 7 > shard->max_top_k = 0");
   b.top_k[1] = 0, b.top_p[0] = 0.5f;
   EXPECT_ERROR(ctx,
-               ingot_sampling_shard_step(ctx, 0, &slice, &b.params, &sh, NULL, 0, record,
+               ingot_sampling_shard_step(ctx, 0, &slice, &b.params[0], &sh, NULL, 0, record,
                                          plan.record_bytes[0], ws, plan.workspace_bytes, NULL),
                INGOT_STATUS_INVALID_ARGUMENT, "top_p[0] = 0.5");
   /* greedy rows need nothing; bad per-row values as ingot_sample */
   b.temperature[0] = 0.0f;
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice, &b.params, &sh, NULL, 0, record,
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice, &b.params[0], &sh, NULL, 0, record,
                                            plan.record_bytes[0], ws, plan.workspace_bytes, NULL));
   b.temperature[0] = -1.0f;
   EXPECT_ERROR(ctx,
-               ingot_sampling_shard_step(ctx, 0, &slice, &b.params, &sh, NULL, 0, record,
+               ingot_sampling_shard_step(ctx, 0, &slice, &b.params[0], &sh, NULL, 0, record,
                                          plan.record_bytes[0], ws, plan.workspace_bytes, NULL),
                INGOT_STATUS_INVALID_ARGUMENT, "temperature[0] = -1");
   free(record), free(gathered), free(ws);
@@ -754,12 +481,13 @@ static int test_invalid_arguments(void) {
   ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
   EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh, B, b.dtype, &plan));
   const size_t rec0 = plan.record_bytes[0], rec1 = plan.record_bytes[1];
-  void *record = xaligned(plan.max_record_bytes, 0x11);
-  void *gathered = xaligned(2 * plan.max_record_bytes, 0x22);
-  void *ws = xaligned(plan.workspace_bytes, 0x33);
-  ingot_tensor slice = slice_of(&b, &sp, 1);
-#define STEP(i, shp, g, gb, rec, rb) \
-  ingot_sampling_shard_step(ctx, i, &slice, &b.params, shp, g, gb, rec, rb, ws, plan.workspace_bytes, NULL)
+  void *record = xalloc(plan.max_record_bytes, 0x11);
+  void *gathered = xalloc(2 * plan.max_record_bytes, 0x22);
+  void *ws = xalloc(plan.workspace_bytes, 0x33);
+  ingot_tensor slice = slice_of(&b, &sp, 1, 0);
+#define STEP(i, shp, g, gb, rec, rb)                                                   \
+  ingot_sampling_shard_step(ctx, i, &slice, &b.params[0], shp, g, gb, rec, rb, ws,     \
+                            plan.workspace_bytes, NULL)
   /* the shard descriptor */
   ingot_sampling_shard bad = sh;
   bad.struct_size = 8;
@@ -794,8 +522,8 @@ static int test_invalid_arguments(void) {
   ingot_tensor wrong = slice;
   wrong.shape[1] = 29;
   EXPECT_ERROR(ctx,
-               ingot_sampling_shard_step(ctx, 0, &wrong, &b.params, &sh, NULL, 0, record, rec0, ws,
-                                         plan.workspace_bytes, NULL),
+               ingot_sampling_shard_step(ctx, 0, &wrong, &b.params[0], &sh, NULL, 0, record, rec0,
+                                         ws, plan.workspace_bytes, NULL),
                INGOT_STATUS_INVALID_ARGUMENT, "logits: shape[1] = 29, expected shard->vocab_count");
   EXPECT_ERROR(ctx, STEP(0, &sh, NULL, 0, record, rec0 - 16), INGOT_STATUS_INVALID_ARGUMENT,
                "record:");
@@ -810,16 +538,16 @@ static int test_invalid_arguments(void) {
   EXPECT_ERROR(ctx, STEP(1, &sh, gathered, 2 * rec0, gathered, rec1),
                INGOT_STATUS_INVALID_ARGUMENT, "record: overlaps gathered");
   EXPECT_STATUS(ctx,
-                ingot_sampling_shard_step(ctx, 0, &slice, &b.params, &sh, NULL, 0, record, rec0,
+                ingot_sampling_shard_step(ctx, 0, &slice, &b.params[0], &sh, NULL, 0, record, rec0,
                                           ws, plan.workspace_bytes - 16, NULL),
                 INGOT_STATUS_INSUFFICIENT_WORKSPACE);
   /* gathered records that are not this call's step 0 */
   EXPECT_ERROR(ctx, STEP(1, &sh, gathered, 2 * rec0, record, rec1), INGOT_STATUS_INVALID_ARGUMENT,
                "gathered: slot 0 holds no record");
-  void *recs[2] = {xaligned(plan.max_record_bytes, 0), xaligned(plan.max_record_bytes, 0)};
+  void *recs[2] = {xalloc(plan.max_record_bytes, 0), xalloc(plan.max_record_bytes, 0)};
   ingot_sampling_shard sh0 = shard_of(&b, &sp, 0, 0, 4, 0);
-  ingot_tensor slice0 = slice_of(&b, &sp, 0);
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params, &sh0, NULL, 0, recs[0],
+  ingot_tensor slice0 = slice_of(&b, &sp, 0, 0);
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params[0], &sh0, NULL, 0, recs[0],
                                            rec0, ws, plan.workspace_bytes, NULL));
   EXPECT_OK(ctx, STEP(0, &sh, NULL, 0, recs[1], rec0));
   const void *swapped[2] = {recs[1], recs[0]};
@@ -836,7 +564,7 @@ static int test_invalid_arguments(void) {
   ingot_sampling_shard over = sh0;
   over.vocab_count = 25;
   ingot_tensor slice_over = ingot_tensor_2d(b.logits, b.dtype, B, 25, b.stride);
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice_over, &b.params, &over, NULL, 0,
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice_over, &b.params[0], &over, NULL, 0,
                                            recs[0], rec0, ws, plan.workspace_bytes, NULL));
   const void *pair[2] = {recs[0], recs[1]};
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec0, gathered, 2 * rec0, NULL));
@@ -844,7 +572,7 @@ static int test_invalid_arguments(void) {
                "overlap");
   over.vocab_count = 15; /* a gap [15, 20) */
   slice_over.shape[1] = 15;
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice_over, &b.params, &over, NULL, 0,
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice_over, &b.params[0], &over, NULL, 0,
                                            recs[0], rec0, ws, plan.workspace_bytes, NULL));
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec0, gathered, 2 * rec0, NULL));
   EXPECT_ERROR(ctx, STEP(1, &sh, gathered, 2 * rec0, record, rec1), INGOT_STATUS_INVALID_ARGUMENT,
@@ -854,7 +582,7 @@ static int test_invalid_arguments(void) {
   other.num_top = 5;
   ingot_sampling_shard_plan plan5 = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
   EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &other, B, b.dtype, &plan5));
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params, &other, NULL, 0, recs[0],
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params[0], &other, NULL, 0, recs[0],
                                            rec0, ws, plan.workspace_bytes, NULL));
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec0, gathered, 2 * rec0, NULL));
   EXPECT_ERROR(ctx, STEP(1, &sh, gathered, 2 * rec0, record, rec1), INGOT_STATUS_INVALID_ARGUMENT,
@@ -866,12 +594,12 @@ static int test_invalid_arguments(void) {
       break;
     }
   /* good steps (shard 0 with its own workspace), then the finishes' own checks */
-  void *ws0 = xaligned(plan.workspace_bytes, 0);
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params, &sh0, NULL, 0, recs[0],
+  void *ws0 = xalloc(plan.workspace_bytes, 0);
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice0, &b.params[0], &sh0, NULL, 0, recs[0],
                                            rec0, ws0, plan.workspace_bytes, NULL));
   EXPECT_OK(ctx, STEP(0, &sh, NULL, 0, recs[1], rec0));
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec0, gathered, 2 * rec0, NULL));
-  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 1, &slice0, &b.params, &sh0, gathered, 2 * rec0,
+  EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 1, &slice0, &b.params[0], &sh0, gathered, 2 * rec0,
                                            recs[0], rec1, ws0, plan.workspace_bytes, NULL));
   EXPECT_OK(ctx, STEP(1, &sh, gathered, 2 * rec0, recs[1], rec1));
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, rec1, gathered, 2 * rec1, NULL));
@@ -898,8 +626,9 @@ static int test_invalid_arguments(void) {
   o.logprobs.flags = 0;
   ingot_tensor tp = ingot_tensor_2d(o.probs, INGOT_DTYPE_F32, B, 30, 30);
   EXPECT_ERROR(ctx,
-               ingot_sampling_shard_finish_softmax(ctx, &slice, &b.params, &sh, gathered, 2 * rec1,
-                                                   &tp, NULL, ws, plan.workspace_bytes, NULL),
+               ingot_sampling_shard_finish_softmax(ctx, &slice, &b.params[0], &sh, gathered,
+                                                   2 * rec1, &tp, NULL, ws, plan.workspace_bytes,
+                                                   NULL),
                INGOT_STATUS_INVALID_ARGUMENT, "expected INGOT_SAMPLING_SHARD_SOFTMAX");
   for (size_t i = 0; i < (size_t)B * 4; i++)
     if (((unsigned char *)o.tokens)[i] != 0x5a || ((unsigned char *)o.lp)[i] != 0x5a) {
@@ -961,30 +690,30 @@ static int test_sum_exchange(void) {
              plan.exchanged_bytes[0] == 2 * plan.record_bytes[0],
          "the plan of top-p by radix rounds");
   void *recs[2], *ws[2];
-  void *gathered = xaligned(2 * plan.max_record_bytes, 0);
-  void *out = xaligned(plan.max_record_bytes, 0);
-  ingot_tensor slice[2] = {slice_of(&b, &sp, 0), slice_of(&b, &sp, 1)};
+  void *gathered = xalloc(2 * plan.max_record_bytes, 0);
+  void *out = xalloc(plan.max_record_bytes, 0);
+  ingot_tensor slice[2] = {slice_of(&b, &sp, 0, 0), slice_of(&b, &sp, 1, 0)};
   size_t ws_bytes[2];
   for (int j = 0; j < 2; j++) {
     ingot_sampling_shard_plan pj = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
     EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh[j], B, b.dtype, &pj));
     ws_bytes[j] = pj.workspace_bytes;
-    recs[j] = xaligned(plan.max_record_bytes, 0), ws[j] = xaligned(ws_bytes[j], 0);
+    recs[j] = xalloc(plan.max_record_bytes, 0), ws[j] = xalloc(ws_bytes[j], 0);
   }
   for (int j = 0; j < 2; j++)
-    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice[j], &b.params, &sh[j], NULL, 0,
+    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 0, &slice[j], &b.params[0], &sh[j], NULL, 0,
                                              recs[j], plan.record_bytes[0], ws[j], ws_bytes[j],
                                              NULL));
   const void *pair[2] = {recs[0], recs[1]};
   EXPECT_OK(ctx, ingot_sampling_shard_gather(ctx, 2, pair, plan.record_bytes[0], gathered,
                                              plan.exchanged_bytes[0], NULL));
   for (int j = 0; j < 2; j++)
-    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 1, &slice[j], &b.params, &sh[j], gathered,
+    EXPECT_OK(ctx, ingot_sampling_shard_step(ctx, 1, &slice[j], &b.params[0], &sh[j], gathered,
                                              plan.exchanged_bytes[0], recs[j],
                                              plan.record_bytes[1], ws[j], ws_bytes[j], NULL));
   const size_t rec = plan.record_bytes[1];
 #define STEP2(g, gb)                                                              \
-  ingot_sampling_shard_step(ctx, 2, &slice[1], &b.params, &sh[1], g, gb, out,     \
+  ingot_sampling_shard_step(ctx, 2, &slice[1], &b.params[0], &sh[1], g, gb, out,     \
                             plan.record_bytes[2], ws[1], ws_bytes[1], NULL)
   /* the local sum's own checks */
   EXPECT_ERROR(ctx, ingot_sampling_shard_sum(ctx, 2, pair, 64, gathered, rec, NULL),
@@ -1090,6 +819,58 @@ static int test_exchange_sizes(void) {
   return 0;
 }
 
+/* The NCCL form on the CPU: its workspace query (the steps' workspace, one
+ * record and one gathered buffer, each rounded up to 256) and a refusal by
+ * name that writes nothing (NCCL is a GPU transport). */
+static int test_nccl_form_on_cpu(void) {
+  ingot_sampling_shard sh = INGOT_SAMPLING_SHARD_INITIALIZER;
+  sh.vocab_size = 1000, sh.vocab_begin = 0, sh.vocab_count = 600, sh.num_shards = 2;
+  sh.max_top_k = 8, sh.num_top = 2;
+  const int64_t B = 3;
+  ingot_sampling_shard_plan plan = INGOT_SAMPLING_SHARD_PLAN_INITIALIZER;
+  EXPECT_OK(ctx, ingot_sampling_shard_get_plan(ctx, &sh, B, INGOT_DTYPE_F32, &plan));
+  size_t bytes = 0;
+  EXPECT_OK(ctx, ingot_sampling_sharded_nccl_workspace_size(ctx, &sh, B, INGOT_DTYPE_F32, &bytes));
+#define UP256(x) (((x) + 255) / 256 * 256)
+  EXPECT(bytes == UP256(plan.workspace_bytes) + UP256(plan.max_record_bytes) +
+                      UP256(plan.max_exchanged_bytes),
+         "workspace %zu for plan parts %zu + %zu + %zu", bytes, plan.workspace_bytes,
+         plan.max_record_bytes, plan.max_exchanged_bytes);
+#undef UP256
+  EXPECT_OK(ctx, ingot_sampling_sharded_nccl_workspace_size(ctx, &sh, 0, INGOT_DTYPE_F32, &bytes));
+  EXPECT(bytes == 0, "workspace %zu for B = 0", bytes);
+  EXPECT_ERROR(ctx, ingot_sampling_sharded_nccl_workspace_size(ctx, &sh, B, INGOT_DTYPE_F32, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "bytes: NULL");
+  sh.num_shards = 0;
+  EXPECT_ERROR(ctx,
+               ingot_sampling_sharded_nccl_workspace_size(ctx, &sh, B, INGOT_DTYPE_F32, &bytes),
+               INGOT_STATUS_INVALID_ARGUMENT, "shard: num_shards = 0");
+  sh.num_shards = 2;
+  float logits[3 * 600];
+  memset(logits, 0, sizeof logits);
+  int32_t tokens[3] = {-7, -7, -7};
+  ingot_tensor tl = ingot_tensor_2d(logits, INGOT_DTYPE_F32, B, 600, 600);
+  ingot_tensor tt = ingot_tensor_1d(tokens, INGOT_DTYPE_I32, B);
+  struct ncclComm *comm = (struct ncclComm *)(uintptr_t)0x1000; /* never used by a CPU context */
+  EXPECT_ERROR(ctx,
+               ingot_sample_sharded_nccl(ctx, comm, &tl, NULL, &sh, &tt, NULL, NULL, NULL, 0, NULL),
+               INGOT_STATUS_NOT_SUPPORTED, "needs a CUDA context");
+  sh.flags = INGOT_SAMPLING_SHARD_SOFTMAX, sh.num_top = 0;
+  float probs[3 * 600];
+  ingot_tensor tp = ingot_tensor_2d(probs, INGOT_DTYPE_F32, B, 600, 600);
+  EXPECT_ERROR(ctx,
+               ingot_sampling_softmax_sharded_nccl(ctx, comm, &tl, NULL, &sh, &tp, NULL, NULL, 0,
+                                                   NULL),
+               INGOT_STATUS_NOT_SUPPORTED, "needs a CUDA context");
+  EXPECT_ERROR(ctx,
+               ingot_sample_sharded_nccl(ctx, comm, &tl, NULL, &sh, &tt, NULL, NULL, NULL, 0, NULL),
+               INGOT_STATUS_INVALID_ARGUMENT, "expected INGOT_SAMPLING_SHARD_SOFTMAX");
+  for (int r = 0; r < 3; r++) EXPECT(tokens[r] == -7, "tokens[%d] written by a refused call", r);
+  EXPECT_ERROR(ctx, ingot_sampling_sharded_nccl_verify(ctx, comm, &sh, B, INGOT_DTYPE_F32, NULL),
+               INGOT_STATUS_NOT_SUPPORTED, "needs a CUDA context");
+  return 0;
+}
+
 int main(void) {
   test_init("test_sampling_shard");
   if (ingot_context_create(INGOT_BACKEND_CPU, 0, &ctx) != INGOT_OK) {
@@ -1104,6 +885,7 @@ int main(void) {
   test_run("invalid_arguments", test_invalid_arguments);
   test_run("sum_exchange", test_sum_exchange);
   test_run("exchange_sizes", test_exchange_sizes);
+  test_run("nccl_form_on_cpu", test_nccl_form_on_cpu);
   ingot_context_destroy(ctx);
   return test_finish();
 }

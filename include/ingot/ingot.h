@@ -1111,11 +1111,15 @@ INGOT_API float ingot_sampling_log(float x);
  * an elementwise uint64 SUM of them (an all-reduce; its size does not grow
  * with S). In one process, ingot_sampling_shard_gather and
  * ingot_sampling_shard_sum do it. The last exchange feeds a FINISH that
- * writes the outputs. The result is,
- * bit for bit, what ingot_sample (or ingot_sampling_softmax, each shard
- * writing its slice of probs) gives on the unsharded logits on the same
- * backend: tokens, row_status, token_logprob, token_raw_logprob, top-n raw
- * and final, for ANY number of shards and ANY split, because
+ * writes the outputs. On either backend the result is, bit for bit, the
+ * reference: what ingot_sample (or ingot_sampling_softmax, each shard
+ * writing its slice of probs) gives on the unsharded logits on a CPU
+ * context: tokens, row_status, token_logprob, token_raw_logprob, top-n raw
+ * and final, for ANY number of shards and ANY split. (CUDA's unsharded
+ * calls agree with the CPU within their own stated bounds, e.g. the fast
+ * exp of the dense kernel: their log-probabilities and probs can differ
+ * from the sharded ones in the last bits.) The bits do not depend on the
+ * split because
  *   - every per-token value (l_i, s_i, w_i, the Gumbel noise keyed by
  *     (seed, position, GLOBAL id)) is the same operations on the same
  *     inputs;
@@ -1222,11 +1226,19 @@ INGOT_API float ingot_sampling_log(float x);
  * (all-gather) or the sum (sum).
  *
  * B = 0: every call succeeds and writes nothing.
- * CUDA: not implemented yet; every function returns NOT_SUPPORTED on a CUDA
- * context (after the same argument checks). The design fits it: records are
- * fixed-layout, each step is one launch without host synchronisation, and
- * sizes depend on the plan only, so a step sequence can be captured in a
- * CUDA graph with the NCCL collectives.
+ * CUDA: each step and each finish is one launch, without host
+ * synchronisation or allocation (records, gathered buffers and workspace in
+ * device memory), so a step sequence can be captured in a CUDA graph with
+ * the NCCL collectives. The records are the CPU's byte for byte (CPU and
+ * CUDA shards may exchange them) and the outputs the CPU sharded call's
+ * (log-probabilities: up to the double log of the device against the
+ * host's libm, see docs/sampling.md). The host reads no device value, so
+ * the exchanged headers are not checked, and a row with a bad per-row
+ * value, or whose selection the plan lacks, is not refused: as in
+ * ingot_sample on CUDA it gets token -1, INGOT_SAMPLING_ROW_BAD_PARAMETER,
+ * -Inf log-probabilities, top-n slots -1 / -Inf and zero probabilities;
+ * the other rows are unaffected. ingot_sampling_shard_gather is S
+ * device-to-device copies, ingot_sampling_shard_sum one launch.
  */
 
 #define INGOT_SAMPLING_SHARD_MAX_SHARDS 256 /* S */
@@ -1302,10 +1314,11 @@ typedef struct ingot_sampling_shard_plan {
  * above, rounded up to 16) and exchanged bytes, and the workspace bytes
  * (CPU: 88 B + 8 Vr + 8 max(Vr, S kc, S n, 1) + 8 max(n, 1), each part
  * rounded up to 16: the rows' state, the slice's values and the merge
- * buffers; 0 for B = 0). Every shard of a call gets the same exchanges
- * and record sizes. Returns INVALID_ARGUMENT (a bad shard field,
- * batch, dtype, struct size / version, NULL) and NOT_SUPPORTED on CUDA;
- * *plan is written only on success. */
+ * buffers; CUDA: 88 B + 4 B Vr, each part rounded up to 16: the rows'
+ * states and every row's values over the slice; 0 for B = 0). Every shard
+ * of a call gets the same exchanges and record sizes. Returns
+ * INVALID_ARGUMENT (a bad shard field, batch, dtype, struct size /
+ * version, NULL); *plan is written only on success. */
 INGOT_API ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx,
                                                      const ingot_sampling_shard *shard,
                                                      int64_t batch, ingot_dtype logits_dtype,
@@ -1323,8 +1336,8 @@ INGOT_API ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx,
  * value, a row whose selection the plan lacks, a record or gathered buffer
  * too small, misaligned or overlapping; CPU: gathered records of another
  * step, call or slot, ranges that do not tile [0, V)),
- * INSUFFICIENT_WORKSPACE, NOT_SUPPORTED (CUDA). Nothing is written on
- * error. */
+ * INSUFFICIENT_WORKSPACE, CUDA_ERROR (the launch failed). Nothing is
+ * written on error. */
 INGOT_API ingot_status ingot_sampling_shard_step(ingot_context_t ctx, int32_t step,
                                                  const ingot_tensor *logits,
                                                  const ingot_sampling_params *params,
@@ -1351,7 +1364,8 @@ INGOT_API ingot_status ingot_sampling_shard_finish_sample(
 
 /* The finish of ingot_sampling_softmax (a plan with
  * INGOT_SAMPLING_SHARD_SOFTMAX): probs [B, Vr] F32 (any row stride) gets
- * this shard's slice of the unsharded call's probs, bit for bit, and
+ * this shard's slice of the unsharded call's probs (on a CPU context), bit
+ * for bit, and
  * row_status (NULL or [B]) the row's status. Reads the slice again (logits
  * and params as in the steps). Statuses as for ingot_sampling_shard_step. */
 INGOT_API ingot_status ingot_sampling_shard_finish_softmax(
@@ -1367,7 +1381,7 @@ INGOT_API ingot_status ingot_sampling_shard_finish_softmax(
  * record of the same step (record_bytes = plan.record_bytes[step]);
  * gathered_bytes >= S x record_bytes and gathered must not overlap a
  * record. Returns
- * INVALID_ARGUMENT, NOT_SUPPORTED (CUDA). */
+ * INVALID_ARGUMENT, CUDA_ERROR. */
 INGOT_API ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t num_shards,
                                                    const void *const *records,
                                                    size_t record_bytes, void *gathered,
@@ -1379,11 +1393,108 @@ INGOT_API ingot_status ingot_sampling_shard_gather(ingot_context_t ctx, int32_t 
  * as an all-reduce would leave it. records[j]: each shard's record of the
  * same step (record_bytes = plan.record_bytes[step]); summed_bytes >=
  * record_bytes, and summed must not overlap a record. Returns
- * INVALID_ARGUMENT, NOT_SUPPORTED (CUDA). */
+ * INVALID_ARGUMENT, CUDA_ERROR. */
 INGOT_API ingot_status ingot_sampling_shard_sum(ingot_context_t ctx, int32_t num_shards,
                                                 const void *const *records, size_t record_bytes,
                                                 void *summed, size_t summed_bytes,
                                                 struct CUstream_st *stream);
+
+/* ---- The whole sharded call over NCCL ---------------------------------- */
+/*
+ * The step sequence above in one call per shard: every step, the NCCL
+ * collective the plan gives after it (ncclAllGather of the record, or
+ * ncclAllReduce of its uint64 words with ncclSum), and the finish, all
+ * enqueued on `stream` of a CUDA context, with no host synchronisation or
+ * allocation: the call can be captured in a CUDA graph. Every rank of the
+ * communicator calls it with its own slice, the same params and the same
+ * plan fields; shard->num_shards must be the communicator's rank count and
+ * shard->shard_index the caller's rank (its slot in the all-gathers), and
+ * the communicator's device the context's. The outputs are those of the
+ * step functions, on every rank: bit for bit ingot_sample
+ * (ingot_sampling_softmax: this shard's slice of probs) on the unsharded
+ * logits on a CPU context.
+ *
+ * NCCL: the library must be built with nccl.h found (CMake INGOT_NCCL; the
+ * CUDA toolkit's, or NCCL_HOME). libnccl is not linked: the NCCL functions
+ * are looked up when first needed in the NCCL that made `comm`, which the
+ * process has loaded already: its global scope, else a loaded libnccl.so.2
+ * (or only the file named by the environment variable INGOT_NCCL_LIBRARY,
+ * when set). Without either, these functions return NOT_SUPPORTED and say
+ * why.
+ *
+ * The calls enqueue NCCL collectives between kernels that read their
+ * results, so they must run one thread per rank, OUTSIDE any
+ * ncclGroupStart / ncclGroupEnd (inside a group the collectives would start
+ * only at ncclGroupEnd, after the kernels that read them: wrong results,
+ * which NCCL gives no way to detect), on a blocking communicator (the
+ * default; a non-blocking one's ncclInProgress is reported as CUDA_ERROR).
+ *
+ * workspace: ingot_sampling_sharded_nccl_workspace_size bytes of device
+ * memory, 16-byte aligned (the steps' workspace, one record and one
+ * gathered buffer), used from the first step to the finish.
+ *
+ * Every rank must make the call with the same B and plan, and the ranks'
+ * vocabulary ranges must tile [0, V): a rank that returns an error before
+ * its first collective, or that issues collectives of other sizes, leaves
+ * the others waiting in one (as with any NCCL collective). The calls check
+ * what one rank can see; ingot_sampling_sharded_nccl_verify checks the
+ * ranks against each other at setup (whenever B or the split changes).
+ */
+struct ncclComm; /* NCCL's communicator: ncclComm_t is struct ncclComm * */
+
+/* Bytes of workspace of the calls below for `batch` rows of logits_dtype
+ * under shard's plan: plan.workspace_bytes + plan.max_record_bytes +
+ * plan.max_exchanged_bytes, each part rounded up to 256. Returns
+ * INVALID_ARGUMENT as ingot_sampling_shard_get_plan. */
+INGOT_API ingot_status ingot_sampling_sharded_nccl_workspace_size(
+    ingot_context_t ctx, const ingot_sampling_shard *shard, int64_t batch,
+    ingot_dtype logits_dtype, size_t *bytes);
+
+/* The setup check of a sharded call over NCCL, made by every rank of comm
+ * with the arguments of the calls to come (shard, batch, logits dtype):
+ * one all-gather of each rank's call shape, then the comparison. Every rank
+ * that gets a usable communicator (a CUDA context, comm non-NULL, NCCL
+ * found) joins the all-gather, even when its own arguments are wrong, so no
+ * rank is left waiting: a rank whose own checks fail (those of the calls:
+ * shard fields, batch, dtype, comm's ranks / rank / device) returns their
+ * error, the others INVALID_ARGUMENT naming that rank; ranks that disagree
+ * (B, V, max_top_k, num_top, flags, ranges that overlap or leave a gap in
+ * [0, V)) get INVALID_ARGUMENT on every rank, the same text, each rank
+ * compared with rank 0. It WAITS for `stream` and allocates a few bytes of
+ * device memory for the exchange: a setup call, not for the hot path
+ * (INVALID_ARGUMENT while the stream is capturing a graph). */
+INGOT_API ingot_status ingot_sampling_sharded_nccl_verify(
+    ingot_context_t ctx, struct ncclComm *comm, const ingot_sampling_shard *shard, int64_t batch,
+    ingot_dtype logits_dtype, struct CUstream_st *stream);
+
+/* ingot_sample on vocabulary-sharded logits: logits is this rank's slice
+ * [B, Vr], params the unsharded call's, shard this rank's descriptor (a
+ * plan without INGOT_SAMPLING_SHARD_SOFTMAX); tokens, row_status and
+ * logprobs as for ingot_sampling_shard_finish_sample, written on every
+ * rank. Returns INVALID_ARGUMENT (any argument the step and finish
+ * functions refuse; comm NULL, or a communicator whose rank count, rank or
+ * device is not shard->num_shards, shard->shard_index, the context's
+ * device: the text gives both), NOT_SUPPORTED (a CPU context, or no NCCL:
+ * see above), INSUFFICIENT_WORKSPACE, CUDA_ERROR (a launch failed; an NCCL
+ * call failed: the text gives ncclGetErrorString). Every argument is
+ * checked before the first launch, so nothing is written on those errors
+ * but CUDA_ERROR. */
+INGOT_API ingot_status ingot_sample_sharded_nccl(
+    ingot_context_t ctx, struct ncclComm *comm, const ingot_tensor *logits,
+    const ingot_sampling_params *params, const ingot_sampling_shard *shard,
+    const ingot_tensor *tokens, const ingot_tensor *row_status,
+    const ingot_sampling_logprobs *logprobs, void *workspace, size_t workspace_bytes,
+    struct CUstream_st *stream);
+
+/* ingot_sampling_softmax on vocabulary-sharded logits: probs [B, Vr] F32
+ * gets this rank's slice of the unsharded probs, row_status (NULL or [B])
+ * the row's status; shard's plan has INGOT_SAMPLING_SHARD_SOFTMAX. Returns
+ * as ingot_sample_sharded_nccl. */
+INGOT_API ingot_status ingot_sampling_softmax_sharded_nccl(
+    ingot_context_t ctx, struct ncclComm *comm, const ingot_tensor *logits,
+    const ingot_sampling_params *params, const ingot_sampling_shard *shard,
+    const ingot_tensor *probs, const ingot_tensor *row_status, void *workspace,
+    size_t workspace_bytes, struct CUstream_st *stream);
 
 #ifdef __cplusplus
 }

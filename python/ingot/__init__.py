@@ -96,6 +96,7 @@ from .sampling_shard import (
     SAMPLING_SHARD_TOP_FINAL,
     ShardPlan,
     sample_sharded,
+    sample_sharded_nccl,
     sampling_shard_exchange,
     sampling_shard_finish_sample,
     sampling_shard_finish_softmax,
@@ -104,6 +105,8 @@ from .sampling_shard import (
     sampling_shard_step,
     sampling_shard_sum,
     sampling_softmax_sharded,
+    sampling_softmax_sharded_nccl,
+    sampling_sharded_nccl_verify,
 )
 
 __version__ = "0.1.0"
@@ -134,7 +137,8 @@ __all__ = [
     "SAMPLING_SHARD_SOFTMAX", "SAMPLING_SHARD_TOP_FINAL", "ShardPlan", "sample_sharded",
     "sampling_shard_exchange", "sampling_shard_finish_sample", "sampling_shard_finish_softmax",
     "sampling_shard_gather", "sampling_shard_get_plan", "sampling_shard_step",
-    "sampling_shard_sum", "sampling_softmax_sharded",
+    "sampling_shard_sum", "sampling_softmax_sharded", "sample_sharded_nccl",
+    "sampling_softmax_sharded_nccl", "sampling_sharded_nccl_verify",
 ]
 
 

@@ -232,6 +232,17 @@ _PROTOTYPES = {
                                            ctypes.c_size_t, _vp]),
     "ingot_sampling_shard_sum": (_int, [_vp, _i32, _P(_vp), ctypes.c_size_t, _vp,
                                         ctypes.c_size_t, _vp]),
+    "ingot_sampling_sharded_nccl_workspace_size": (_int, [_vp, _P(ingot_sampling_shard), _i64,
+                                                          _int, _P(ctypes.c_size_t)]),
+    "ingot_sampling_sharded_nccl_verify": (_int, [_vp, _vp, _P(ingot_sampling_shard), _i64,
+                                                  _int, _vp]),
+    "ingot_sample_sharded_nccl": (_int, [_vp, _vp, _T, _P(ingot_sampling_params),
+                                         _P(ingot_sampling_shard), _T, _T,
+                                         _P(ingot_sampling_logprobs), _vp, ctypes.c_size_t,
+                                         _vp]),
+    "ingot_sampling_softmax_sharded_nccl": (_int, [_vp, _vp, _T, _P(ingot_sampling_params),
+                                                   _P(ingot_sampling_shard), _T, _T, _vp,
+                                                   ctypes.c_size_t, _vp]),
 }
 
 

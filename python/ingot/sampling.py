@@ -396,6 +396,19 @@ def _params(ctx, like, stream, keep, values, allowed, banned, bias_ids, bias_val
     return p
 
 
+def softmax_outputs(ctx, s, ld, probs, row_status, return_status):
+    """(probs, row_status, their descriptors) of a softmax over the logits
+    ``ld`` (Described): probs [B, V] float32 and, with ``return_status``,
+    row_status [B] allocated like the logits when not given."""
+    if probs is None:
+        probs = _empty(ld, "probs", ld.shape, DType.F32)
+    if row_status is None and return_status:
+        row_status = _empty(ld, "row_status", (ld.shape[0],), DType.I32)
+    pd = _arg(ctx, probs, "probs", s, writable=True)
+    sd = _arg(ctx, row_status, "row_status", s, writable=True)
+    return probs, row_status, pd, sd
+
+
 def check_logits_shape(shape):
     """ValueError unless ``shape`` is 2-D: logits are [B, V], one row of a
     batch each (a single row is logits[None])."""
@@ -548,12 +561,7 @@ def sampling_softmax(logits, *, temperature=None, top_k=None, top_p=None, min_p=
     keep = [ld]
     params = _params(ctx, ld, s, keep, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                             min_p=min_p), allowed, banned, bias_ids, bias_values)
-    if probs is None:
-        probs = _empty(ld, "probs", ld.shape, DType.F32)
-    if row_status is None and return_status:
-        row_status = _empty(ld, "row_status", (ld.shape[0],), DType.I32)
-    pd = _arg(ctx, probs, "probs", s, writable=True)
-    sd = _arg(ctx, row_status, "row_status", s, writable=True)
+    probs, row_status, pd, sd = softmax_outputs(ctx, s, ld, probs, row_status, return_status)
     bv = _query_shape(ld)
     need = 0
     if bv is not None and workspace is None:

@@ -59,7 +59,7 @@ from ._tensor import query_context as _query_context
 from ._tensor import ref as _ref
 from ._tensor import required_arg as _required
 from ._tensor import run as _run
-from .sampling import SampleResult, check_logits_shape, logprobs_struct
+from .sampling import SampleResult, check_logits_shape, logprobs_struct, softmax_outputs
 from .sampling import num_top_arg
 from .sampling import _params
 
@@ -127,12 +127,14 @@ class ShardPlan:
     record of step i) and ``exchanged_bytes[i]`` (what the exchange leaves on
     every shard: num_shards x record_bytes[i], or record_bytes[i] for a sum);
     every shard of a call gets the same. Also ``max_record_bytes``,
-    ``max_exchanged_bytes``, ``workspace_bytes``, the shard fields (batch,
+    ``max_exchanged_bytes``, ``workspace_bytes``, ``nccl_workspace_bytes`` (the
+    one-call NCCL form's), the shard fields (batch,
     vocab_size, vocab_begin, vocab_count, num_shards, shard_index, max_top_k,
     num_top, flags) and the context."""
 
     __slots__ = ("ctx", "batch", "dtype", "shard", "num_steps", "exchange", "record_bytes",
-                 "exchanged_bytes", "max_record_bytes", "max_exchanged_bytes", "workspace_bytes")
+                 "exchanged_bytes", "max_record_bytes", "max_exchanged_bytes", "workspace_bytes",
+                 "nccl_workspace_bytes")
 
     def __getattr__(self, name):
         if name in ("vocab_size", "vocab_begin", "vocab_count", "num_shards", "shard_index",
@@ -152,6 +154,13 @@ class ShardPlan:
     def new_workspace(self, like):
         """The shard's workspace (workspace_bytes), allocated like ``like``."""
         return _new_bytes(like, self.workspace_bytes)
+
+    def new_nccl_workspace(self, like):
+        """The workspace of :func:`sample_sharded_nccl` /
+        :func:`sampling_softmax_sharded_nccl` (nccl_workspace_bytes: the
+        steps' workspace, one record, one gathered buffer), allocated like
+        ``like``."""
+        return _new_bytes(like, self.nccl_workspace_bytes)
 
     def __repr__(self):
         s = self.shard
@@ -206,6 +215,11 @@ def sampling_shard_get_plan(batch, vocab_size, vocab_begin, vocab_count, *, num_
     p.max_record_bytes = plan.max_record_bytes
     p.max_exchanged_bytes = plan.max_exchanged_bytes
     p.workspace_bytes = plan.workspace_bytes
+    nccl_bytes = ctypes.c_size_t(0)
+    _run(ctx, lib.ingot_sampling_sharded_nccl_workspace_size, ctypes.byref(sh),
+         _int64("batch", batch), int(dt), ctypes.byref(nccl_bytes),
+         names={"logits_dtype": "dtype"})
+    p.nccl_workspace_bytes = nccl_bytes.value
     return p
 
 
@@ -269,6 +283,44 @@ def sampling_shard_step(plan, step, logits, gathered, workspace, *, temperature=
     return record
 
 
+class _SampleOutputs:
+    """The outputs of a finish of :func:`ingot.sample` (those not given are
+    allocated like ``like``, named ``like_name`` in the error when there is
+    nothing to allocate like), their descriptors (td, sd) and the logprobs
+    struct (lp); result() is what the caller gets back."""
+
+    def __init__(self, plan, s, keep, like, like_name, return_status, logprobs, raw_logprobs,
+                 tokens, row_status, token_logprob, token_raw_logprob, top_ids, top_logprobs):
+        ctx, batch, n = plan.ctx, plan.batch, plan.num_top
+
+        def new(name, shape, dtype):
+            if like is None:
+                raise TypeError(f"{name}: pass it (or {like_name}, to allocate it like)")
+            return _empty(like, name, shape, dtype)
+
+        if tokens is None:
+            tokens = new("tokens", (batch,), DType.I32)
+        if row_status is None and return_status:
+            row_status = new("row_status", (batch,), DType.I32)
+        if token_logprob is None and logprobs:
+            token_logprob = new("token_logprob", (batch,), DType.F32)
+        if token_raw_logprob is None and raw_logprobs:
+            token_raw_logprob = new("token_raw_logprob", (batch,), DType.F32)
+        if n > 0 and top_ids is None and top_logprobs is None:
+            top_ids = new("top_ids", (batch, n), DType.I32)
+            top_logprobs = new("top_logprobs", (batch, n), DType.F32)
+        self.tokens, self.row_status = tokens, row_status
+        self.td = _arg(ctx, tokens, "tokens", s, writable=True)
+        self.sd = _arg(ctx, row_status, "row_status", s, writable=True)
+        self.extra = (token_logprob, token_raw_logprob, top_ids, top_logprobs)
+        self.lp = logprobs_struct(ctx, s, keep, plan.flags & SAMPLING_SHARD_TOP_FINAL, self.extra)
+
+    def result(self):
+        if self.row_status is None and all(x is None for x in self.extra):
+            return self.tokens
+        return SampleResult(self.tokens, self.row_status, *self.extra)
+
+
 def sampling_shard_finish_sample(plan, gathered, workspace, *, return_status=False,
                                  logprobs=False, raw_logprobs=False, tokens=None, row_status=None,
                                  token_logprob=None, token_raw_logprob=None, top_ids=None,
@@ -285,36 +337,14 @@ def sampling_shard_finish_sample(plan, gathered, workspace, *, return_status=Fal
     s = ctx._stream(stream)
     keep = []
     g, g_bytes = _gathered_arg(plan, gathered, s, keep)
-    like = keep[0] if keep else None
-    batch, n = plan.batch, plan.num_top
-
-    def new(name, shape, dtype):
-        if like is None:
-            raise TypeError(f"{name}: pass it (or gathered, to allocate it like)")
-        return _empty(like, name, shape, dtype)
-
-    if tokens is None:
-        tokens = new("tokens", (batch,), DType.I32)
-    if row_status is None and return_status:
-        row_status = new("row_status", (batch,), DType.I32)
-    if token_logprob is None and logprobs:
-        token_logprob = new("token_logprob", (batch,), DType.F32)
-    if token_raw_logprob is None and raw_logprobs:
-        token_raw_logprob = new("token_raw_logprob", (batch,), DType.F32)
-    if n > 0 and top_ids is None and top_logprobs is None:
-        top_ids = new("top_ids", (batch, n), DType.I32)
-        top_logprobs = new("top_logprobs", (batch, n), DType.F32)
-    td = _arg(ctx, tokens, "tokens", s, writable=True)
-    sd = _arg(ctx, row_status, "row_status", s, writable=True)
-    extra = (token_logprob, token_raw_logprob, top_ids, top_logprobs)
-    lp = logprobs_struct(ctx, s, keep, plan.flags & SAMPLING_SHARD_TOP_FINAL, extra)
+    out = _SampleOutputs(plan, s, keep, keep[0] if keep else None, "gathered", return_status,
+                         logprobs, raw_logprobs, tokens, row_status, token_logprob,
+                         token_raw_logprob, top_ids, top_logprobs)
     w, w_bytes, wd = _buffer(ctx, workspace, "workspace", s, True)
     _run(ctx, lib.ingot_sampling_shard_finish_sample, ctypes.byref(plan.shard), g, g_bytes,
-         _ref(td), _ref(sd), ctypes.byref(lp), w, w_bytes, s)
+         _ref(out.td), _ref(out.sd), ctypes.byref(out.lp), w, w_bytes, s)
     del keep, wd
-    if row_status is None and all(x is None for x in extra):
-        return tokens
-    return SampleResult(tokens, row_status, *extra)
+    return out.result()
 
 
 def sampling_shard_finish_softmax(plan, logits, gathered, workspace, *, temperature=None,
@@ -322,7 +352,7 @@ def sampling_shard_finish_softmax(plan, logits, gathered, workspace, *, temperat
                                   bias_ids=None, bias_values=None, return_status=False,
                                   probs=None, row_status=None, stream=None):
     """probs [B, Vr] float32 <- this shard's columns of the probs
-    :func:`ingot.sampling_softmax` gives for the whole logits, bit for bit
+    :func:`ingot.sampling_softmax` gives for the whole logits on the CPU, bit for bit
     (``ingot_sampling_shard_finish_softmax``; a plan with ``softmax``). The
     slice and parameters are the steps' own. Returns probs, or (probs,
     row_status) with ``return_status`` (or a row_status passed)."""
@@ -334,12 +364,7 @@ def sampling_shard_finish_softmax(plan, logits, gathered, workspace, *, temperat
         temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p), allowed, banned,
         bias_ids, bias_values)
     g, g_bytes = _gathered_arg(plan, gathered, s, keep)
-    if probs is None:
-        probs = _empty(ld, "probs", ld.shape, DType.F32)
-    if row_status is None and return_status:
-        row_status = _empty(ld, "row_status", (ld.shape[0],), DType.I32)
-    pd = _arg(ctx, probs, "probs", s, writable=True)
-    sd = _arg(ctx, row_status, "row_status", s, writable=True)
+    probs, row_status, pd, sd = softmax_outputs(ctx, s, ld, probs, row_status, return_status)
     w, w_bytes, wd = _buffer(ctx, workspace, "workspace", s, True)
     _run(ctx, lib.ingot_sampling_shard_finish_softmax, ld.ref(), ctypes.byref(params),
          ctypes.byref(plan.shard), g, g_bytes, pd.ref(), _ref(sd), w, w_bytes, s)
@@ -496,8 +521,8 @@ def sample_sharded(slices, vocab_begins, top_k=None, top_p=None, *, temperature=
     """:func:`ingot.sample` of the logits whose columns [vocab_begins[j],
     vocab_begins[j] + Vr_j) are ``slices[j]`` ([B, Vr_j] each; the ranges
     tile [0, V)), run shard by shard with the local exchange, in one
-    process. Bit for bit the unsharded call's outputs (tokens, row_status,
-    both log-probabilities, top-n). ``max_top_k``: the candidates a shard
+    process. Bit for bit the unsharded call's outputs on the CPU (tokens,
+    row_status, both log-probabilities, top-n). ``max_top_k``: the candidates a shard
     sends; ``select``: (select_top_k, select_top_p) of the plan, None to
     read them from the parameters on the host (:func:`select_flags`). Other
     arguments and the result as for :func:`ingot.sample`."""
@@ -521,7 +546,7 @@ def sampling_softmax_sharded(slices, vocab_begins, *, temperature=None, top_k=No
                              ctx=None, stream=None):
     """:func:`ingot.sampling_softmax` of sharded logits (as for
     :func:`sample_sharded`): returns the list of each shard's probs
-    [B, Vr_j] (the unsharded probs' columns, bit for bit), or (that list,
+    [B, Vr_j] (the unsharded CPU probs' columns, bit for bit), or (that list,
     row_status) with ``return_status``."""
     slices, begins = _shard_slices(slices, vocab_begins)
     ctx = _context(ctx, slices[0], "slices[0]")
@@ -549,3 +574,110 @@ __all__ = [
     "sampling_shard_gather", "sampling_shard_get_plan", "sampling_shard_step",
     "sampling_shard_sum", "sampling_softmax_sharded", "select_flags",
 ]
+
+
+# ---- the whole call over NCCL ----------------------------------------------------------------
+
+
+def _comm_arg(comm):
+    """The ncclComm_t address of ``comm``: an int, a ctypes.c_void_p, or an
+    object whose ``comm`` attribute is one (vLLM's PyNcclCommunicator)."""
+    if comm is not None and not isinstance(comm, (int, ctypes.c_void_p)) and hasattr(comm, "comm"):
+        comm = comm.comm
+    if comm is None:
+        return None
+    if isinstance(comm, ctypes.c_void_p):
+        return comm.value
+    try:
+        return operator.index(comm)
+    except TypeError:
+        raise TypeError(f"comm: {type(comm).__name__}, expected an ncclComm_t address (an int, "
+                        "a ctypes.c_void_p, or an object with a .comm holding one)") from None
+
+
+def _nccl_workspace(plan, ld, workspace, s):
+    """(pointer, bytes, Described) of the NCCL form's workspace, allocated
+    like the logits ``ld`` when None."""
+    if workspace is None:
+        workspace = plan.new_nccl_workspace(ld.obj)
+    return _buffer(plan.ctx, workspace, "workspace", s, True)
+
+
+def sampling_sharded_nccl_verify(comm, plan, *, stream=None):
+    """The setup check of a sharded call over NCCL
+    (``ingot_sampling_sharded_nccl_verify``), made by every rank with its
+    ``plan``: the ranks' call shapes are all-gathered and compared; every rank
+    raises IngotError naming the rank and what differs (batch, vocabulary,
+    max_top_k, num_top, flags, ranges that overlap or leave a gap; a rank
+    whose own arguments are wrong gets their error, the others its rank).
+    Waits for the stream: call it at setup and whenever the batch or the
+    split changes, not inside a CUDA-graph capture."""
+    plan = _plan_arg(plan)
+    ctx = plan.ctx
+    c = _comm_arg(comm)
+    _run(ctx, lib.ingot_sampling_sharded_nccl_verify, c, ctypes.byref(plan.shard),
+         _int64("batch", plan.batch), int(plan.dtype), ctx._stream(stream),
+         names={"logits_dtype": "dtype"})
+
+
+def sample_sharded_nccl(comm, plan, logits, top_k=None, top_p=None, *, temperature=None,
+                        min_p=None, seed=None, position=None, allowed=None, banned=None,
+                        bias_ids=None, bias_values=None, workspace=None, return_status=False,
+                        logprobs=False, raw_logprobs=False, tokens=None, row_status=None,
+                        token_logprob=None, token_raw_logprob=None, top_ids=None,
+                        top_logprobs=None, stream=None):
+    """:func:`ingot.sample` of vocabulary-sharded logits on one rank of an
+    NCCL communicator, in one call (``ingot_sample_sharded_nccl``): every
+    step, the plan's collective after it and the finish, on ``stream``, no
+    host synchronisation (CUDA-graph capturable). ``comm``: the ncclComm_t
+    (an address, a ctypes.c_void_p, or an object with ``.comm``, e.g. vLLM's
+    PyNcclCommunicator); its rank count and this rank must be the plan's
+    num_shards and shard_index. ``plan``: this rank's
+    :func:`sampling_shard_get_plan` on a CUDA context (not ``softmax``);
+    ``logits`` its [B, Vr] slice; the parameters the unsharded call's, the
+    same on every rank. ``workspace``: plan.nccl_workspace_bytes
+    (allocated like ``logits`` when None). Outputs and result as for
+    :func:`sampling_shard_finish_sample`, on every rank."""
+    plan = _plan_arg(plan)
+    ctx = plan.ctx
+    c = _comm_arg(comm)
+    s = ctx._stream(stream)
+    keep = []
+    ld, params = _slice_params(plan, logits, s, keep, dict(
+        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
+        position=position), allowed, banned, bias_ids, bias_values)
+    out = _SampleOutputs(plan, s, keep, ld, "logits", return_status, logprobs, raw_logprobs,
+                         tokens, row_status, token_logprob, token_raw_logprob, top_ids,
+                         top_logprobs)
+    w, w_bytes, wd = _nccl_workspace(plan, ld, workspace, s)
+    _run(ctx, lib.ingot_sample_sharded_nccl, c, ld.ref(), ctypes.byref(params),
+         ctypes.byref(plan.shard), _ref(out.td), _ref(out.sd), ctypes.byref(out.lp), w, w_bytes,
+         s)
+    del keep, wd
+    return out.result()
+
+
+def sampling_softmax_sharded_nccl(comm, plan, logits, *, temperature=None, top_k=None,
+                                  top_p=None, min_p=None, allowed=None, banned=None,
+                                  bias_ids=None, bias_values=None, workspace=None,
+                                  return_status=False, probs=None, row_status=None, stream=None):
+    """:func:`ingot.sampling_softmax` of vocabulary-sharded logits on one rank
+    of an NCCL communicator (``ingot_sampling_softmax_sharded_nccl``; a plan
+    with ``softmax``): probs [B, Vr] float32 <- this rank's columns of the
+    unsharded CPU probs, bit for bit. ``comm``, ``plan``, ``logits`` and
+    ``workspace`` as for :func:`sample_sharded_nccl`. Returns probs, or
+    (probs, row_status) with ``return_status`` (or a row_status passed)."""
+    plan = _plan_arg(plan)
+    ctx = plan.ctx
+    c = _comm_arg(comm)
+    s = ctx._stream(stream)
+    keep = []
+    ld, params = _slice_params(plan, logits, s, keep, dict(
+        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p), allowed, banned,
+        bias_ids, bias_values)
+    probs, row_status, pd, sd = softmax_outputs(ctx, s, ld, probs, row_status, return_status)
+    w, w_bytes, wd = _nccl_workspace(plan, ld, workspace, s)
+    _run(ctx, lib.ingot_sampling_softmax_sharded_nccl, c, ld.ref(), ctypes.byref(params),
+         ctypes.byref(plan.shard), pd.ref(), _ref(sd), w, w_bytes, s)
+    del keep, wd
+    return probs if row_status is None else (probs, row_status)

@@ -4,7 +4,9 @@ shards, ranges in a random slot order), run with ingot.sample_sharded /
 ingot.sampling_softmax_sharded and step by step, every output compared BIT
 FOR BIT with ingot.sample / ingot.sampling_softmax on the unsharded logits;
 torch tensors where torch is installed; the struct layouts against the C
-header; errors that name the argument."""
+header; errors that name the argument. The one-call NCCL form: its refusal
+on the CPU, and on a GPU (with libnccl) a one-rank communicator against the
+step functions, bit for bit."""
 
 import ctypes
 
@@ -14,6 +16,7 @@ np = pytest.importorskip("numpy")
 
 import ingot  # noqa: E402
 from ingot._lib import ingot_sampling_shard, ingot_sampling_shard_plan  # noqa: E402
+from ingot.sampling_shard import select_flags  # noqa: E402
 
 
 def bits(a):
@@ -248,3 +251,89 @@ def test_errors_name_the_argument():
         ingot.sample_sharded([x[:, :20], x[:1, 20:]], [0, 20])
     with pytest.raises(ingot.IngotError, match="tile|overlap|hold"):
         ingot.sample_sharded([x[:, :20], x[:, 20:]], [0, 10])
+
+
+# ---- the whole call over NCCL ---------------------------------------------------------------
+
+
+def test_nccl_form_on_the_cpu():
+    """The NCCL form's workspace (the plan's three parts, each rounded up to
+    256) and its refusal on a CPU context, by name, nothing written; comm
+    accepted as an int, a c_void_p or an object with .comm."""
+    V, B = 300, 2
+    x = np.zeros((B, V), np.float32)
+    plan = ingot.sampling_shard_get_plan(B, V, 0, V, max_top_k=8, num_top=2, device="cpu")
+
+    def up(n):
+        return (n + 255) // 256 * 256
+
+    assert plan.nccl_workspace_bytes == (up(plan.workspace_bytes) + up(plan.max_record_bytes) +
+                                         up(plan.max_exchanged_bytes))
+    tokens = np.full(B, -7, np.int32)
+
+    class Communicator:
+        comm = ctypes.c_void_p(0x1000)
+
+    for comm in (0x1000, ctypes.c_void_p(0x1000), Communicator()):
+        with pytest.raises(ingot.IngotError, match="needs a CUDA context"):
+            ingot.sample_sharded_nccl(comm, plan, x, tokens=tokens)
+    assert (tokens == -7).all()
+    with pytest.raises(TypeError, match="comm"):
+        ingot.sample_sharded_nccl("rank0", plan, x)
+    soft = ingot.sampling_shard_get_plan(B, V, 0, V, softmax=True, device="cpu")
+    with pytest.raises(ingot.IngotError, match="needs a CUDA context"):
+        ingot.sampling_softmax_sharded_nccl(0x1000, soft, x)
+    with pytest.raises(ingot.IngotError, match="INGOT_SAMPLING_SHARD_SOFTMAX"):
+        ingot.sample_sharded_nccl(0x1000, soft, x)
+    with pytest.raises(ingot.IngotError, match="needs a CUDA context"):
+        ingot.sampling_sharded_nccl_verify(0x1000, plan)
+
+
+def _nccl_one_rank(torch):
+    """A one-rank NCCL communicator on the current GPU, from libnccl.so.2
+    through ctypes (the library itself opens the same copy)."""
+    try:
+        nccl = ctypes.CDLL("libnccl.so.2")
+    except OSError as e:
+        pytest.skip(f"no libnccl.so.2: {e}")
+    comm = ctypes.c_void_p()
+    devs = (ctypes.c_int * 1)(torch.cuda.current_device())
+    r = nccl.ncclCommInitAll(ctypes.byref(comm), 1, devs)
+    assert r == 0, f"ncclCommInitAll: {r}"
+    return nccl, comm
+
+
+def test_nccl_one_rank_matches_the_steps(rng):
+    """On one GPU: a one-rank communicator, the NCCL form == the step
+    functions with the local exchange, bit for bit."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not ingot.backend_available("cuda"):
+        pytest.skip("no CUDA device")
+    nccl, comm = _nccl_one_rank(torch)
+    try:
+        for V in (1000, 151936):
+            B = 4
+            x = torch.from_numpy(make_logits(rng, B, V)).cuda()
+            prm = {k: (torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v)
+                   for k, v in make_params(rng, B, V, 64).items()}
+            want = ingot.sample_sharded([x], [0], max_top_k=64, return_status=True,
+                                        logprobs=True, num_top=3, **prm)
+            select = select_flags(B, V, 64, temperature=prm["temperature"],
+                                  top_k=prm["top_k"], top_p=prm["top_p"])
+            plan = ingot.sampling_shard_get_plan(B, V, 0, V, max_top_k=64, num_top=3,
+                                                 select_top_k=select[0], select_top_p=select[1],
+                                                 device=x.device)
+            try:
+                ingot.sampling_sharded_nccl_verify(comm, plan)
+            except ingot.IngotError as e:
+                if e.status == ingot.Status.NOT_SUPPORTED:
+                    pytest.skip(f"ingot without NCCL here: {e}")
+                raise
+            got = ingot.sample_sharded_nccl(comm, plan, x, return_status=True, logprobs=True,
+                                            **prm)
+            torch.cuda.synchronize()
+            for name in ("tokens", "row_status", "token_logprob", "top_ids", "top_logprobs"):
+                a, b = getattr(want, name), getattr(got, name)
+                assert torch.equal(a.view(torch.int32), b.view(torch.int32)), name
+    finally:
+        nccl.ncclCommDestroy(comm)

@@ -44,8 +44,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/sampling_exact_sum.h"
+#include "core/internal.h"
 #include "ingot/ingot.h"
 
 #define INGOT_SHARD_RECORD_MAGIC 0x31485349u /* "ISH1" */
@@ -105,6 +107,43 @@ static inline uint64_t ingot_shard_call_tag(int64_t batch, int64_t vocab, int32_
                                             (uint64_t)(uint32_t)num_top, flags};
   for (int i = 0; i < 5; i++) h = (h ^ v[i]) * 0x100000001b3u;
   return (h ^ (h >> 32)) & 0xffffffffu;
+}
+
+/* This shard's header of `step` for call c (host code: the CPU steps, the
+ * CUDA launches, core's check of an NCCL call): a GATHER record's
+ * ingot_shard_header (64 bytes, then zeros), or a SUM record's summable
+ * words. header: INGOT_SHARD_SUM_HEADER_BYTES. */
+static inline void ingot_shard_header_of(const ingot_sampling_shard_call *c, int step,
+                                         int64_t row_bytes, int exchange,
+                                         uint64_t header[INGOT_SHARD_SUM_HEADER_BYTES / 8]) {
+  memset(header, 0, INGOT_SHARD_SUM_HEADER_BYTES);
+  if (exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM) {
+    ingot_shard_sum_header h;
+    memset(&h, 0, sizeof h);
+    h.shards = 1;
+    h.magic = INGOT_SHARD_SUM_MAGIC;
+    h.step = (uint64_t)step;
+    h.call = ingot_shard_call_tag(c->in.batch, c->in.vocab, c->max_top_k, c->num_top, c->flags);
+    h.vocab_count = (uint64_t)c->vocab_count;
+    h.slot_bits[c->shard_index >> 5] = UINT64_C(1) << (c->shard_index & 31);
+    memcpy(header, &h, sizeof h);
+    return;
+  }
+  ingot_shard_header h;
+  memset(&h, 0, sizeof h);
+  h.magic = INGOT_SHARD_RECORD_MAGIC;
+  h.step = step;
+  h.num_shards = c->num_shards;
+  h.shard_index = c->shard_index;
+  h.batch = c->in.batch;
+  h.vocab_size = c->in.vocab;
+  h.vocab_begin = c->vocab_begin;
+  h.vocab_count = c->vocab_count;
+  h.max_top_k = c->max_top_k;
+  h.num_top = c->num_top;
+  h.flags = c->flags;
+  h.row_bytes = (uint32_t)row_bytes;
+  memcpy(header, &h, sizeof h);
 }
 
 /* STATS row. */
@@ -207,16 +246,18 @@ static inline int64_t ingot_shard_exchanged_bytes(int64_t record_bytes, int exch
                                                        : record_bytes * num_shards;
 }
 
-/* The radix digit of round r: shift and width (8, 8, 8, 7 bits). */
-static inline int ingot_shard_digit_shift(int round) { return round == 3 ? 0 : 23 - 8 * round; }
-static inline int ingot_shard_digit_bits(int round) { return round == 3 ? 7 : 8; }
+/* The radix digit of round r: shift and width (8, 8, 8, 7 bits). These
+ * and the keys below are host-and-device code (INGOT_HD): the CUDA steps
+ * use them too. */
+INGOT_HD int ingot_shard_digit_shift(int round) { return round == 3 ? 0 : 23 - 8 * round; }
+INGOT_HD int ingot_shard_digit_bits(int round) { return round == 3 ? 7 : 8; }
 
 /* The rank key of a scaled value s <= 0 (or -Inf): ascending key is
  * descending s, and -0 / +0 share key 0. */
-static inline uint32_t ingot_shard_rank_key(float s) { return ingot_f32_bits(s) & 0x7fffffffu; }
+INGOT_HD uint32_t ingot_shard_rank_key(float s) { return ingot_f32_bits(s) & 0x7fffffffu; }
 
 /* s of a rank key (the negative value; key 0 gives -0, whose weight is 1). */
-static inline float ingot_shard_key_value(uint32_t key) {
+INGOT_HD float ingot_shard_key_value(uint32_t key) {
   return ingot_bits_f32(key | 0x80000000u);
 }
 

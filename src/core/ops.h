@@ -92,7 +92,20 @@
                             struct CUstream_st *stream))                                      \
   X(sampling_shard_sum, (struct ingot_context *ctx, int32_t num_shards,                       \
                          const void *const *records, size_t record_bytes, void *summed,       \
-                         struct CUstream_st *stream))
+                         struct CUstream_st *stream))                                         \
+  /* ---- NCCL (CUDA only; NOT_SUPPORTED when not built with it or not loadable).          */ \
+  /* exchange: INGOT_SAMPLING_SHARD_EXCHANGE_GATHER (all-gather of bytes) or _SUM          */ \
+  /* (all-reduce of uint64 words, ncclSum), enqueued on stream                             */ \
+  X(nccl_comm_info, (struct ingot_context *ctx, const char *op, struct ncclComm *comm,        \
+                     int32_t *ranks, int32_t *rank, int32_t *device))                         \
+  X(nccl_exchange, (struct ingot_context *ctx, const char *op, struct ncclComm *comm,         \
+                    int32_t exchange, const void *record, size_t record_bytes, void *out,     \
+                    struct CUstream_st *stream))                                         \
+  /* mine (host, `bytes`) of every rank -> all (host, ranks x bytes), through device     */ \
+  /* memory it allocates; waits for the stream: a setup call, refused during capture      */ \
+  X(nccl_all_gather_host, (struct ingot_context *ctx, const char *op, struct ncclComm *comm,  \
+                           const void *mine, size_t bytes, int32_t ranks, void *all,         \
+                           struct CUstream_st *stream))
 /* clang-format on */
 
 #endif /* INGOT_CORE_OPS_H */

@@ -232,13 +232,16 @@ static ingot_status check_summed(struct ingot_context *ctx, const char *op,
 /* CPU: the headers of the exchanged records of step `step` (host memory
  * core may read). All-gather: each slot written by that step of this call,
  * by the shard of that slot, and the slots' ranges tiling [0, V). */
-static ingot_status check_gathered(struct ingot_context *ctx, const char *op,
-                                   const ingot_sampling_shard_call *call,
-                                   const ingot_shard_steps *steps, int step,
-                                   const void *gathered) {
-  if (steps->exchange[step] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM)
-    return check_summed(ctx, op, call, step, gathered);
-  const int64_t stride = record_bytes_of(call, steps, step);
+/* S records of `stride` bytes gathered in slot order (host memory core may
+ * read), each the header of this call at `step`: one shard per slot, the
+ * call's shape, ranges that tile [0, V). Errors name `what` (the argument)
+ * and each record by `unit` ("slot", or "rank" for an NCCL communicator). */
+static ingot_status check_gathered_records(struct ingot_context *ctx, const char *op,
+                                           const ingot_sampling_shard_call *call,
+                                           const ingot_shard_steps *steps, int step,
+                                           const void *gathered, int64_t stride,
+                                           const char *what, const char *unit,
+                                           const char *ref_name) {
   const int S = call->num_shards;
   int64_t covered = 0;
   for (int slot = 0; slot < S; slot++) {
@@ -246,39 +249,41 @@ static ingot_status check_gathered(struct ingot_context *ctx, const char *op,
     memcpy(&h, (const char *)gathered + slot * stride, sizeof h);
     if (h.magic != INGOT_SHARD_RECORD_MAGIC)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d holds no record of a sharded sampling step "
+                             "%s: %s %d holds no record of a sharded sampling step "
                              "(magic 0x%08x)",
-                             slot, (unsigned)h.magic);
+                             what, unit, slot, (unsigned)h.magic);
     if (h.step != step)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d holds the record of step %d, expected step %d",
-                             slot, (int)h.step, step);
+                             "%s: %s %d holds the record of step %d, expected step %d", what,
+                             unit, slot, (int)h.step, step);
     if (h.shard_index != slot || h.num_shards != S)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d holds the record of shard %d of %d, expected "
+                             "%s: %s %d holds the record of shard %d of %d, expected "
                              "shard %d of %d (gather in shard_index order)",
-                             slot, (int)h.shard_index, (int)h.num_shards, slot, S);
+                             what, unit, slot, (int)h.shard_index, (int)h.num_shards, slot, S);
     if (h.batch != call->in.batch || h.vocab_size != call->in.vocab ||
         h.max_top_k != call->max_top_k || h.num_top != call->num_top || h.flags != call->flags ||
         (int64_t)h.row_bytes != steps->row_bytes[step])
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d was written for another call (B %" PRId64
-                             ", V %" PRId64 ", max_top_k %d, num_top %d, flags 0x%x; this "
-                             "call: %" PRId64 ", %" PRId64 ", %d, %d, 0x%x)",
-                             slot, h.batch, h.vocab_size, (int)h.max_top_k, (int)h.num_top,
-                             (unsigned)h.flags, call->in.batch, call->in.vocab,
+                             "%s: %s %d was written for another call (B %" PRId64
+                             ", V %" PRId64 ", max_top_k %d, num_top %d, flags 0x%x; %s: "
+                             "%" PRId64 ", %" PRId64 ", %d, %d, 0x%x)",
+                             what, unit, slot, h.batch, h.vocab_size, (int)h.max_top_k,
+                             (int)h.num_top, (unsigned)h.flags, ref_name, call->in.batch,
+                             call->in.vocab,
                              (int)call->max_top_k, (int)call->num_top, (unsigned)call->flags);
     if (h.vocab_begin < 0 || h.vocab_count < 0 || h.vocab_begin > call->in.vocab - h.vocab_count)
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d: range [%" PRId64 ", %" PRId64
+                             "%s: %s %d: range [%" PRId64 ", %" PRId64
                              ") outside the vocabulary [0, %" PRId64 ")",
-                             slot, h.vocab_begin, h.vocab_begin + h.vocab_count, call->in.vocab);
+                             what, unit, slot, h.vocab_begin, h.vocab_begin + h.vocab_count,
+                             call->in.vocab);
     if (slot == call->shard_index &&
         (h.vocab_begin != call->vocab_begin || h.vocab_count != call->vocab_count))
       return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                             "gathered: slot %d (this shard) holds the range [%" PRId64
-                             ", %" PRId64 "), shard describes [%" PRId64 ", %" PRId64 ")",
-                             slot, h.vocab_begin, h.vocab_begin + h.vocab_count,
+                             "%s: %s %d (this shard) holds the range [%" PRId64 ", %" PRId64
+                             "), shard describes [%" PRId64 ", %" PRId64 ")",
+                             what, unit, slot, h.vocab_begin, h.vocab_begin + h.vocab_count,
                              call->vocab_begin, call->vocab_begin + call->vocab_count);
     covered += h.vocab_count;
     /* disjoint from every earlier slot (S <= 256: the pairs are cheap) */
@@ -289,18 +294,29 @@ static ingot_status check_gathered(struct ingot_context *ctx, const char *op,
           h.vocab_begin < o.vocab_begin + o.vocab_count &&
           o.vocab_begin < h.vocab_begin + h.vocab_count)
         return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                               "gathered: the ranges of slots %d [%" PRId64 ", %" PRId64
+                               "%s: the ranges of %ss %d [%" PRId64 ", %" PRId64
                                ") and %d [%" PRId64 ", %" PRId64 ") overlap",
-                               other, o.vocab_begin, o.vocab_begin + o.vocab_count, slot,
-                               h.vocab_begin, h.vocab_begin + h.vocab_count);
+                               what, unit, other, o.vocab_begin, o.vocab_begin + o.vocab_count,
+                               slot, h.vocab_begin, h.vocab_begin + h.vocab_count);
     }
   }
   if (covered != call->in.vocab)
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "gathered: the shards hold %" PRId64
+                           "%s: the shards hold %" PRId64
                            " tokens, the vocabulary has %" PRId64 " (ranges must tile [0, V))",
-                           covered, call->in.vocab);
+                           what, covered, call->in.vocab);
   return INGOT_STATUS_SUCCESS;
+}
+
+static ingot_status check_gathered(struct ingot_context *ctx, const char *op,
+                                   const ingot_sampling_shard_call *call,
+                                   const ingot_shard_steps *steps, int step,
+                                   const void *gathered) {
+  if (steps->exchange[step] == INGOT_SAMPLING_SHARD_EXCHANGE_SUM)
+    return check_summed(ctx, op, call, step, gathered);
+  return check_gathered_records(ctx, op, call, steps, step, gathered,
+                                record_bytes_of(call, steps, step), "gathered", "slot",
+                                "this call");
 }
 
 /* gathered of the step before `step` (NULL at step 0). */
@@ -338,21 +354,34 @@ static ingot_status check_workspace(struct ingot_context *ctx, const char *op,
   return INGOT_STATUS_SUCCESS;
 }
 
+/* The arguments of the size queries (a call of `batch` rows of
+ * logits_dtype under shard's plan) -> call, with ingot_core_begin. */
+static ingot_status begin_query(ingot_context_t ctx, const char *op,
+                                const ingot_sampling_shard *shard, int64_t batch,
+                                ingot_dtype logits_dtype, struct CUstream_st *stream,
+                                ingot_sampling_shard_call *call) {
+  ingot_status st = ingot_core_begin(ctx, op, stream);
+  if (st) return st;
+  memset(call, 0, sizeof *call);
+  if ((st = check_shard(ctx, op, shard, call))) return st;
+  if ((st = ingot_sampling_check_extent(ctx, op, "batch", batch, "shard: vocab_size",
+                                        call->in.vocab)))
+    return st;
+  if ((st = ingot_sampling_check_logits_dtype(ctx, op, logits_dtype))) return st;
+  call->in.batch = batch;
+  call->in.dtype = logits_dtype;
+  return INGOT_STATUS_SUCCESS;
+}
+
 /* ---- ops ------------------------------------------------------------------------------ */
 
 ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx, const ingot_sampling_shard *shard,
                                            int64_t batch, ingot_dtype logits_dtype,
                                            ingot_sampling_shard_plan *plan) {
   static const char op[] = "ingot_sampling_shard_get_plan";
-  ingot_status st = ingot_core_begin(ctx, op, NULL);
-  if (st) return st;
   ingot_sampling_shard_call call;
-  memset(&call, 0, sizeof call);
-  if ((st = check_shard(ctx, op, shard, &call))) return st;
-  if ((st = ingot_sampling_check_extent(ctx, op, "batch", batch, "shard: vocab_size",
-                                        call.in.vocab)))
-    return st;
-  if ((st = ingot_sampling_check_logits_dtype(ctx, op, logits_dtype))) return st;
+  ingot_status st = begin_query(ctx, op, shard, batch, logits_dtype, NULL, &call);
+  if (st) return st;
   if (plan == NULL) return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "plan: NULL");
   if (plan->struct_size != sizeof(ingot_sampling_shard_plan))
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
@@ -364,8 +393,6 @@ ingot_status ingot_sampling_shard_get_plan(ingot_context_t ctx, const ingot_samp
     return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
                            "plan: struct_version = %u, expected %d",
                            (unsigned)plan->struct_version, INGOT_SAMPLING_STRUCT_VERSION);
-  call.in.batch = batch;
-  call.in.dtype = logits_dtype;
   size_t workspace = 0;
   if ((st = ctx->ops->sampling_shard_workspace_size(ctx, &call, &workspace))) return st;
   ingot_shard_steps steps = steps_of(&call);
@@ -427,6 +454,66 @@ ingot_status ingot_sampling_shard_step(ingot_context_t ctx, int32_t step,
                                        workspace_bytes, stream);
 }
 
+/* tokens [B] I32 (non-NULL), row_status (NULL or [B]) and logprobs of a
+ * finish of ingot_sample, B = call->in.batch -> out; their spans -> outs. */
+static ingot_status check_sample_outputs(struct ingot_context *ctx, const char *op,
+                                         const ingot_sampling_shard_call *call,
+                                         const ingot_tensor *tokens,
+                                         const ingot_tensor *row_status,
+                                         const ingot_sampling_logprobs *logprobs,
+                                         ingot_sampling_output *out, span_list *outs) {
+  if (tokens == NULL)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "tokens: NULL descriptor");
+  const void *p;
+  ingot_status st = ingot_sampling_check_row_vector(ctx, op, "tokens", tokens, I32_ONLY,
+                                                    call->in.batch, 1, &p, outs);
+  if (st) return st;
+  out->tokens = (int32_t *)(uintptr_t)p;
+  if ((st = ingot_sampling_check_row_vector(ctx, op, "row_status", row_status, WORD32_DTYPES,
+                                            call->in.batch, 1, &p, outs)))
+    return st;
+  out->row_status = (uint32_t *)(uintptr_t)p;
+  if ((st = ingot_sampling_check_logprobs(ctx, op, logprobs, call->in.batch, out, outs)))
+    return st;
+  if (out->num_top > 0 && out->num_top != call->num_top)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "logprobs: top-n outputs of %" PRId64
+                           " columns, the plan's shard->num_top = %d",
+                           out->num_top, (int)call->num_top);
+  if (out->num_top > 0 && !(out->flags & INGOT_SAMPLING_TOP_FINAL) !=
+                              !(call->flags & INGOT_SAMPLING_SHARD_TOP_FINAL))
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "logprobs: flags = 0x%x, shard: flags = 0x%x: the top-n kind (raw or "
+                           "INGOT_SAMPLING_TOP_FINAL) must be the plan's",
+                           (unsigned)out->flags, (unsigned)call->flags);
+  return INGOT_STATUS_SUCCESS;
+}
+
+/* probs [B, Vr] F32 and row_status (NULL or [B]) of a finish of
+ * ingot_sampling_softmax, B = call->in.batch; their spans -> outs. */
+static ingot_status check_softmax_outputs(struct ingot_context *ctx, const char *op,
+                                          const ingot_sampling_shard_call *call,
+                                          const ingot_tensor *probs,
+                                          const ingot_tensor *row_status,
+                                          uint32_t **row_status_data, span_list *outs) {
+  static const ingot_tensor_rule probs_rule = {"probs", 2, F32_ONLY, 1};
+  ingot_span span;
+  ingot_status st = ingot_core_check_tensor(ctx, op, probs, &probs_rule, &span);
+  if (st) return st;
+  if ((st = ingot_core_check_dim(ctx, op, "probs", probs, 0, call->in.batch, "B (logits rows)")))
+    return st;
+  if ((st = ingot_core_check_dim(ctx, op, "probs", probs, 1, call->vocab_count,
+                                 "shard->vocab_count")))
+    return st;
+  ingot_sampling_span_add(outs, "probs", span);
+  const void *p;
+  if ((st = ingot_sampling_check_row_vector(ctx, op, "row_status", row_status, WORD32_DTYPES,
+                                            call->in.batch, 1, &p, outs)))
+    return st;
+  *row_status_data = (uint32_t *)(uintptr_t)p;
+  return INGOT_STATUS_SUCCESS;
+}
+
 /* The plan's last step is the DRAW step (softmax 0) or the MASS step (1). */
 static ingot_status check_finish_kind(struct ingot_context *ctx, const char *op,
                                       const ingot_sampling_shard_call *call, int softmax) {
@@ -461,28 +548,8 @@ ingot_status ingot_sampling_shard_finish_sample(
                                         "shard: vocab_size", call.in.vocab)))
     return st;
   call.in.batch = tokens->shape[0];
-  const void *p;
-  if ((st = ingot_sampling_check_row_vector(ctx, op, "tokens", tokens, I32_ONLY, call.in.batch, 1,
-                                            &p, &outs)))
+  if ((st = check_sample_outputs(ctx, op, &call, tokens, row_status, logprobs, &out, &outs)))
     return st;
-  out.tokens = (int32_t *)(uintptr_t)p;
-  if ((st = ingot_sampling_check_row_vector(ctx, op, "row_status", row_status, WORD32_DTYPES,
-                                            call.in.batch, 1, &p, &outs)))
-    return st;
-  out.row_status = (uint32_t *)(uintptr_t)p;
-  if ((st = ingot_sampling_check_logprobs(ctx, op, logprobs, call.in.batch, &out, &outs)))
-    return st;
-  if (out.num_top > 0 && out.num_top != call.num_top)
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "logprobs: top-n outputs of %" PRId64
-                           " columns, the plan's shard->num_top = %d",
-                           out.num_top, (int)call.num_top);
-  if (out.num_top > 0 && !(out.flags & INGOT_SAMPLING_TOP_FINAL) !=
-                             !(call.flags & INGOT_SAMPLING_SHARD_TOP_FINAL))
-    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
-                           "logprobs: flags = 0x%x, shard: flags = 0x%x: the top-n kind (raw or "
-                           "INGOT_SAMPLING_TOP_FINAL) must be the plan's",
-                           (unsigned)out.flags, (unsigned)call.flags);
   if ((st = check_gathered_arg(ctx, op, &call, &steps, steps.count, gathered, gathered_bytes,
                                &ins)))
     return st;
@@ -502,7 +569,6 @@ ingot_status ingot_sampling_shard_finish_softmax(
     const ingot_tensor *probs, const ingot_tensor *row_status, void *workspace,
     size_t workspace_bytes, struct CUstream_st *stream) {
   static const char op[] = "ingot_sampling_shard_finish_softmax";
-  static const ingot_tensor_rule probs_rule = {"probs", 2, F32_ONLY, 1};
   ingot_status st = ingot_core_begin(ctx, op, stream);
   if (st) return st;
   span_list ins = {{0}, {{0, 0}}, 0}, outs = {{0}, {{0, 0}}, 0};
@@ -514,17 +580,8 @@ ingot_status ingot_sampling_shard_finish_softmax(
   if ((st = check_slice(ctx, op, logits, &call, &ins))) return st;
   if ((st = ingot_sampling_check_params(ctx, op, params, &call.in, &ins))) return st;
   if (ctx->backend == INGOT_BACKEND_CPU && (st = check_rows_served(ctx, op, &call))) return st;
-  ingot_span span;
-  if ((st = ingot_core_check_tensor(ctx, op, probs, &probs_rule, &span))) return st;
-  if ((st = ingot_core_check_dim(ctx, op, "probs", probs, 0, call.in.batch, "B (logits rows)")))
-    return st;
-  if ((st = ingot_core_check_dim(ctx, op, "probs", probs, 1, call.vocab_count,
-                                 "shard->vocab_count")))
-    return st;
-  ingot_sampling_span_add(&outs, "probs", span);
-  const void *p;
-  if ((st = ingot_sampling_check_row_vector(ctx, op, "row_status", row_status, WORD32_DTYPES,
-                                            call.in.batch, 1, &p, &outs)))
+  uint32_t *status_data;
+  if ((st = check_softmax_outputs(ctx, op, &call, probs, row_status, &status_data, &outs)))
     return st;
   if ((st = check_gathered_arg(ctx, op, &call, &steps, steps.count, gathered, gathered_bytes,
                                &ins)))
@@ -536,8 +593,8 @@ ingot_status ingot_sampling_shard_finish_softmax(
       (st = check_gathered(ctx, op, &call, &steps, steps.count - 1, gathered)))
     return st;
   return ctx->ops->sampling_shard_finish_softmax(ctx, &call, gathered, (float *)probs->data,
-                                                 probs->stride[0], (uint32_t *)(uintptr_t)p,
-                                                 workspace, workspace_bytes, stream);
+                                                 probs->stride[0], status_data, workspace,
+                                                 workspace_bytes, stream);
 }
 
 /* The local exchanges: num_shards records of record_bytes each, and an
@@ -603,4 +660,235 @@ ingot_status ingot_sampling_shard_sum(ingot_context_t ctx, int32_t num_shards,
                                  0)))
     return st;
   return ctx->ops->sampling_shard_sum(ctx, num_shards, records, record_bytes, summed, stream);
+}
+
+/* ---- the whole call over NCCL ------------------------------------------------------- */
+
+#define NCCL_PART_ALIGN 256
+
+static size_t round_up_part(size_t bytes) {
+  return (bytes + NCCL_PART_ALIGN - 1) / NCCL_PART_ALIGN * NCCL_PART_ALIGN;
+}
+
+/* The one-call workspace: the steps' workspace, then one record and one
+ * gathered buffer, each at a multiple of 256 bytes. */
+typedef struct {
+  size_t record_at, gathered_at, total; /* the steps' part is [0, record_at) */
+} nccl_layout;
+
+static ingot_status nccl_layout_of(struct ingot_context *ctx,
+                                   const ingot_sampling_shard_call *call, nccl_layout *l) {
+  size_t steps_bytes = 0;
+  ingot_status st = ctx->ops->sampling_shard_workspace_size(ctx, call, &steps_bytes);
+  if (st) return st;
+  ingot_shard_steps steps = steps_of(call);
+  size_t record = 0, gathered = 0;
+  for (int i = 0; i < steps.count; i++) {
+    size_t r = (size_t)record_bytes_of(call, &steps, i);
+    size_t g = (size_t)exchanged_bytes_of(call, &steps, i);
+    if (r > record) record = r;
+    if (g > gathered) gathered = g;
+  }
+  l->record_at = round_up_part(steps_bytes);
+  l->gathered_at = l->record_at + round_up_part(record);
+  l->total = l->gathered_at + round_up_part(gathered);
+  return INGOT_STATUS_SUCCESS;
+}
+
+ingot_status ingot_sampling_sharded_nccl_workspace_size(ingot_context_t ctx,
+                                                        const ingot_sampling_shard *shard,
+                                                        int64_t batch, ingot_dtype logits_dtype,
+                                                        size_t *bytes) {
+  static const char op[] = "ingot_sampling_sharded_nccl_workspace_size";
+  ingot_sampling_shard_call call;
+  ingot_status st = begin_query(ctx, op, shard, batch, logits_dtype, NULL, &call);
+  if (st) return st;
+  if (bytes == NULL) return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "bytes: NULL");
+  nccl_layout l;
+  if ((st = nccl_layout_of(ctx, &call, &l))) return st;
+  *bytes = call.in.batch == 0 ? 0 : l.total;
+  return INGOT_STATUS_SUCCESS;
+}
+
+/* comm: a communicator of shard->num_shards ranks in which the caller is
+ * rank shard->shard_index, on the context's device. */
+static ingot_status check_comm(struct ingot_context *ctx, const char *op, struct ncclComm *comm,
+                               const ingot_sampling_shard_call *call) {
+  if (ctx->backend != INGOT_BACKEND_CUDA)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "ctx: a CPU context; the NCCL form needs a CUDA context (the step "
+                           "functions run on the CPU with any transport)");
+  if (comm == NULL) return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "comm: NULL");
+  int32_t ranks = 0, rank = 0, device = 0;
+  ingot_status st = ctx->ops->nccl_comm_info(ctx, op, comm, &ranks, &rank, &device);
+  if (st) return st;
+  if (ranks != call->num_shards)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "comm: %d ranks, shard: num_shards = %d", (int)ranks,
+                           (int)call->num_shards);
+  if (rank != call->shard_index)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "comm: the caller is rank %d, shard: shard_index = %d", (int)rank,
+                           (int)call->shard_index);
+  if (device != ctx->device)
+    return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                           "comm: on CUDA device %d, the context on device %d", (int)device,
+                           (int)ctx->device);
+  return INGOT_STATUS_SUCCESS;
+}
+
+#define REFUSED_MAGIC 0x52485349u /* "ISHR": a rank's verify record when its own checks failed */
+
+ingot_status ingot_sampling_sharded_nccl_verify(ingot_context_t ctx, struct ncclComm *comm,
+                                                const ingot_sampling_shard *shard, int64_t batch,
+                                                ingot_dtype logits_dtype,
+                                                struct CUstream_st *stream) {
+  static const char op[] = "ingot_sampling_sharded_nccl_verify";
+  ingot_status st = ingot_core_begin(ctx, op, stream);
+  if (st) return st;
+  if (ctx->backend != INGOT_BACKEND_CUDA)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "ctx: a CPU context; the NCCL form needs a CUDA context");
+  if (comm == NULL) return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op, "comm: NULL");
+  int32_t ranks = 0, rank = 0, device = 0;
+  if ((st = ctx->ops->nccl_comm_info(ctx, op, comm, &ranks, &rank, &device))) return st;
+  /* From here every rank joins the all-gather, so that one rank's own error
+   * reaches the others instead of leaving them waiting in it. */
+  ingot_sampling_shard_call call;
+  memset(&call, 0, sizeof call);
+  ingot_status local = check_shard(ctx, op, shard, &call);
+  if (!local)
+    local = ingot_sampling_check_extent(ctx, op, "batch", batch, "shard: vocab_size",
+                                        call.in.vocab);
+  if (!local) local = ingot_sampling_check_logits_dtype(ctx, op, logits_dtype);
+  if (!local) {
+    call.in.batch = batch;
+    call.in.dtype = logits_dtype;
+    local = check_comm(ctx, op, comm, &call);
+  }
+  char why[INGOT_ERROR_TEXT_BYTES];
+  uint64_t mine[INGOT_SHARD_SUM_HEADER_BYTES / 8];
+  if (local) {
+    snprintf(why, sizeof why, "%s", ingot_last_error(ctx) + strlen(op) + 2);
+    ingot_shard_header refused;
+    memset(&refused, 0, sizeof refused);
+    refused.magic = REFUSED_MAGIC;
+    refused.num_shards = ranks;
+    refused.shard_index = rank;
+    memset(mine, 0, sizeof mine);
+    memcpy(mine, &refused, sizeof refused);
+  } else {
+    ingot_shard_header_of(&call, 0, steps_of(&call).row_bytes[0],
+                          INGOT_SAMPLING_SHARD_EXCHANGE_GATHER, mine);
+  }
+  unsigned char all[INGOT_SAMPLING_SHARD_MAX_SHARDS * INGOT_SHARD_HEADER_BYTES];
+  if (ranks < 1 || ranks > INGOT_SAMPLING_SHARD_MAX_SHARDS)
+    return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op,
+                           "comm: %d ranks, at most INGOT_SAMPLING_SHARD_MAX_SHARDS = %d",
+                           (int)ranks, INGOT_SAMPLING_SHARD_MAX_SHARDS);
+  if ((st = ctx->ops->nccl_all_gather_host(ctx, op, comm, mine, INGOT_SHARD_HEADER_BYTES, ranks,
+                                           all, stream)))
+    return st;
+  if (local) return ingot_core_fail(ctx, local, op, "%s", why);
+  for (int32_t r = 0; r < ranks; r++) {
+    ingot_shard_header h;
+    memcpy(&h, all + (size_t)r * INGOT_SHARD_HEADER_BYTES, sizeof h);
+    if (h.magic == REFUSED_MAGIC)
+      return ingot_core_fail(ctx, INGOT_STATUS_INVALID_ARGUMENT, op,
+                             "comm: rank %d refused its own arguments (its error says which)",
+                             (int)r);
+  }
+  /* every rank against rank 0's call, so that all ranks report the same text */
+  ingot_shard_header h0;
+  memcpy(&h0, all, sizeof h0);
+  ingot_sampling_shard_call ref;
+  memset(&ref, 0, sizeof ref);
+  ref.in.batch = h0.batch, ref.in.vocab = h0.vocab_size;
+  ref.vocab_begin = h0.vocab_begin, ref.vocab_count = h0.vocab_count;
+  ref.num_shards = ranks, ref.shard_index = 0;
+  ref.max_top_k = h0.max_top_k, ref.num_top = h0.num_top, ref.flags = h0.flags;
+  const ingot_shard_steps ref_steps = steps_of(&ref);
+  return check_gathered_records(ctx, op, &ref, &ref_steps, 0, all, INGOT_SHARD_HEADER_BYTES,
+                                "comm", "rank", "rank 0's call");
+}
+
+/* ingot_sample_sharded_nccl (softmax 0: tokens, row_status, logprobs) and
+ * ingot_sampling_softmax_sharded_nccl (softmax 1: probs, row_status): every
+ * argument checked, then the steps, each followed by its collective, and
+ * the finish. */
+static ingot_status sharded_nccl(ingot_context_t ctx, const char *op, struct ncclComm *comm,
+                                 const ingot_tensor *logits, const ingot_sampling_params *params,
+                                 const ingot_sampling_shard *shard, int softmax,
+                                 const ingot_tensor *tokens, const ingot_tensor *row_status,
+                                 const ingot_sampling_logprobs *logprobs,
+                                 const ingot_tensor *probs, void *workspace,
+                                 size_t workspace_bytes, struct CUstream_st *stream) {
+  ingot_status st = ingot_core_begin(ctx, op, stream);
+  if (st) return st;
+  span_list ins = {{0}, {{0, 0}}, 0}, outs = {{0}, {{0, 0}}, 0};
+  ingot_sampling_shard_call call;
+  ingot_sampling_output out;
+  memset(&call, 0, sizeof call);
+  memset(&out, 0, sizeof out);
+  if ((st = check_shard(ctx, op, shard, &call))) return st;
+  if ((st = check_finish_kind(ctx, op, &call, softmax))) return st;
+  if ((st = check_comm(ctx, op, comm, &call))) return st;
+  if ((st = check_slice(ctx, op, logits, &call, &ins))) return st;
+  if ((st = ingot_sampling_check_params(ctx, op, params, &call.in, &ins))) return st;
+  uint32_t *status_data = NULL;
+  st = softmax ? check_softmax_outputs(ctx, op, &call, probs, row_status, &status_data, &outs)
+               : check_sample_outputs(ctx, op, &call, tokens, row_status, logprobs, &out, &outs);
+  if (st) return st;
+  nccl_layout l;
+  if ((st = nccl_layout_of(ctx, &call, &l))) return st;
+  ingot_span span;
+  if ((st = ingot_core_check_workspace(ctx, op, call.in.batch == 0 ? 0 : l.total, workspace,
+                                       workspace_bytes,
+                                       "ingot_sampling_sharded_nccl_workspace_size", &span)))
+    return st;
+  ingot_sampling_span_add(&outs, "workspace", span);
+  if ((st = ingot_sampling_check_overlaps(ctx, op, &outs, &ins))) return st;
+  if (call.in.batch == 0) return INGOT_STATUS_SUCCESS;
+  unsigned char *ws = (unsigned char *)workspace;
+  void *record = ws + l.record_at, *gathered = ws + l.gathered_at;
+  const size_t steps_bytes = l.record_at; /* the steps' part, >= their size query's */
+  ingot_shard_steps steps = steps_of(&call);
+  for (int i = 0; i < steps.count; i++) {
+    if ((st = ctx->ops->sampling_shard_step(ctx, &call, i, i ? gathered : NULL, record, ws,
+                                            steps_bytes, stream)))
+      return st;
+    if ((st = ctx->ops->nccl_exchange(ctx, op, comm, steps.exchange[i], record,
+                                      (size_t)record_bytes_of(&call, &steps, i), gathered,
+                                      stream)))
+      return st;
+  }
+  if (softmax)
+    return ctx->ops->sampling_shard_finish_softmax(ctx, &call, gathered, (float *)probs->data,
+                                                   probs->stride[0], status_data, ws,
+                                                   steps_bytes, stream);
+  return ctx->ops->sampling_shard_finish_sample(ctx, &call, gathered, &out, ws, steps_bytes,
+                                                stream);
+}
+
+ingot_status ingot_sample_sharded_nccl(ingot_context_t ctx, struct ncclComm *comm,
+                                       const ingot_tensor *logits,
+                                       const ingot_sampling_params *params,
+                                       const ingot_sampling_shard *shard,
+                                       const ingot_tensor *tokens, const ingot_tensor *row_status,
+                                       const ingot_sampling_logprobs *logprobs, void *workspace,
+                                       size_t workspace_bytes, struct CUstream_st *stream) {
+  return sharded_nccl(ctx, "ingot_sample_sharded_nccl", comm, logits, params, shard, 0, tokens,
+                      row_status, logprobs, NULL, workspace, workspace_bytes, stream);
+}
+
+ingot_status ingot_sampling_softmax_sharded_nccl(ingot_context_t ctx, struct ncclComm *comm,
+                                                 const ingot_tensor *logits,
+                                                 const ingot_sampling_params *params,
+                                                 const ingot_sampling_shard *shard,
+                                                 const ingot_tensor *probs,
+                                                 const ingot_tensor *row_status, void *workspace,
+                                                 size_t workspace_bytes,
+                                                 struct CUstream_st *stream) {
+  return sharded_nccl(ctx, "ingot_sampling_softmax_sharded_nccl", comm, logits, params, shard, 1,
+                      NULL, row_status, NULL, probs, workspace, workspace_bytes, stream);
 }

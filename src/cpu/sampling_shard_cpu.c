@@ -167,49 +167,16 @@ static uint32_t last_count(const char *row, int d) {
   return c;
 }
 
-/* A SUM record's header: this shard's terms of the sums core checks. */
-static void write_sum_header(const ingot_sampling_shard_call *c, int step, int64_t row_bytes,
-                             void *record) {
-  ingot_shard_sum_header h;
-  memset(&h, 0, sizeof h);
-  h.shards = 1;
-  h.magic = INGOT_SHARD_SUM_MAGIC;
-  h.step = (uint64_t)step;
-  h.call = ingot_shard_call_tag(c->in.batch, c->in.vocab, c->max_top_k, c->num_top, c->flags);
-  h.vocab_count = (uint64_t)c->vocab_count;
-  h.slot_bits[c->shard_index >> 5] = UINT64_C(1) << (c->shard_index & 31);
-  memcpy(record, &h, sizeof h);
-  const int sum = INGOT_SAMPLING_SHARD_EXCHANGE_SUM;
-  int64_t used = INGOT_SHARD_SUM_HEADER_BYTES + c->in.batch * row_bytes;
-  int64_t total = ingot_shard_record_bytes(c->in.batch, row_bytes, sum);
-  memset((char *)record + used, 0, (size_t)(total - used));
-}
-
+/* This shard's header of `step`, and the record's padding (records are
+ * compared and copied as bytes). */
 static void write_header(const ingot_sampling_shard_call *c, int step, int64_t row_bytes,
                          int exchange, void *record) {
-  if (exchange == INGOT_SAMPLING_SHARD_EXCHANGE_SUM) {
-    write_sum_header(c, step, row_bytes, record);
-    return;
-  }
-  ingot_shard_header h;
-  memset(&h, 0, sizeof h);
-  h.magic = INGOT_SHARD_RECORD_MAGIC;
-  h.step = step;
-  h.num_shards = c->num_shards;
-  h.shard_index = c->shard_index;
-  h.batch = c->in.batch;
-  h.vocab_size = c->in.vocab;
-  h.vocab_begin = c->vocab_begin;
-  h.vocab_count = c->vocab_count;
-  h.max_top_k = c->max_top_k;
-  h.num_top = c->num_top;
-  h.flags = c->flags;
-  h.row_bytes = (uint32_t)row_bytes;
-  memcpy(record, &h, sizeof h);
-  /* the padding too: records are compared and copied as bytes */
-  int64_t used = INGOT_SHARD_HEADER_BYTES + c->in.batch * row_bytes;
-  int64_t total =
-      ingot_shard_record_bytes(c->in.batch, row_bytes, INGOT_SAMPLING_SHARD_EXCHANGE_GATHER);
+  uint64_t header[INGOT_SHARD_SUM_HEADER_BYTES / 8];
+  ingot_shard_header_of(c, step, row_bytes, exchange, header);
+  const int64_t header_bytes = ingot_shard_header_bytes(exchange);
+  memcpy(record, header, (size_t)header_bytes);
+  int64_t used = header_bytes + c->in.batch * row_bytes;
+  int64_t total = ingot_shard_record_bytes(c->in.batch, row_bytes, exchange);
   memset((char *)record + used, 0, (size_t)(total - used));
 }
 
@@ -763,4 +730,27 @@ ingot_status ingot_cpu_sampling_shard_sum(struct ingot_context *ctx, int32_t num
     memcpy((char *)summed + w * sizeof total, &total, sizeof total);
   }
   return INGOT_STATUS_SUCCESS;
+}
+
+/* NCCL is a GPU transport: core refuses a CPU context before these. */
+ingot_status ingot_cpu_nccl_comm_info(struct ingot_context *ctx, const char *op,
+                                      struct ncclComm *comm, int32_t *ranks, int32_t *rank,
+                                      int32_t *device) {
+  (void)comm, (void)ranks, (void)rank, (void)device;
+  return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op, "ctx: NCCL needs a CUDA context");
+}
+
+ingot_status ingot_cpu_nccl_exchange(struct ingot_context *ctx, const char *op,
+                                     struct ncclComm *comm, int32_t exchange, const void *record,
+                                     size_t record_bytes, void *out, struct CUstream_st *stream) {
+  (void)comm, (void)exchange, (void)record, (void)record_bytes, (void)out, (void)stream;
+  return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op, "ctx: NCCL needs a CUDA context");
+}
+
+ingot_status ingot_cpu_nccl_all_gather_host(struct ingot_context *ctx, const char *op,
+                                            struct ncclComm *comm, const void *mine,
+                                            size_t bytes, int32_t ranks, void *all,
+                                            struct CUstream_st *stream) {
+  (void)comm, (void)mine, (void)bytes, (void)ranks, (void)all, (void)stream;
+  return ingot_core_fail(ctx, INGOT_STATUS_NOT_SUPPORTED, op, "ctx: NCCL needs a CUDA context");
 }

@@ -1112,7 +1112,7 @@ static void (*const ops[])(fz *) = {
     op_gemm,        op_geglu,        op_mlp,        op_sample,   op_softmax,
     /* appended: the seeds of the ops above keep their first byte */
     q_shard_plan,   op_shard_step,   op_shard_gather, op_shard_finish_sample,
-    op_shard_finish_softmax, op_shard_sum,
+    op_shard_finish_softmax, op_shard_sum, q_shard_nccl_workspace, op_shard_nccl,
 };
 #define N_OPS ((int)(sizeof ops / sizeof ops[0]))
 

@@ -36,7 +36,8 @@ OPS = ["gemm_workspace_size", "geglu_workspace_size", "mlp_workspace_size",
        "nvfp4_swizzle_scales", "nvfp4_unswizzle_scales", "nvfp4_quantize_gate_up",
        "nvfp4_gemm", "nvfp4_geglu", "nvfp4_mlp", "sample", "sampling_softmax",
        "sampling_shard_get_plan", "sampling_shard_step", "sampling_shard_gather",
-       "sampling_shard_finish_sample", "sampling_shard_finish_softmax", "sampling_shard_sum"]
+       "sampling_shard_finish_sample", "sampling_shard_finish_softmax", "sampling_shard_sum",
+       "sampling_sharded_nccl_workspace_size", "sample_sharded_nccl"]
 
 
 def op_seeds():

@@ -7,4 +7,5 @@ set(INGOT_CUDA_SAMPLING_SOURCES
     src/cuda/sampling/sampling_softmax_half.cu
     src/cuda/sampling/sampling_wide_softmax.cu
     src/cuda/sampling/sampling_wide_sample.cu
-    src/cuda/sampling/sampling_shard.cu)
+    src/cuda/sampling/sampling_shard.cu
+    src/cuda/sampling/sampling_shard_finish.cu)
