@@ -61,6 +61,8 @@ struct bench_private {
   int in_case;
   int capture_mode; /* index into capture_modes */
   char msg[512];
+  void (*at_end[8])(bench_env *env);
+  int num_at_end;
 #ifdef INGOT_WITH_CUDA
   cudaEvent_t events[GPU_MAX_REPS + 1];
   int num_events;
@@ -74,6 +76,7 @@ typedef struct bench_case {
   char label[256]; /* "family/op name" */
   bench_ops ops;
   void *params;
+  int large; /* runs only with --large */
 } bench_case;
 
 struct bench_registry {
@@ -102,7 +105,7 @@ typedef struct bench_row {
 static const char *const capture_modes[] = {"global", "thread_local", "relaxed"};
 
 typedef struct bench_options {
-  int cpu, quick, list;
+  int cpu, quick, list, large;
   int device;
   int capture_mode;
   const char *json;
@@ -305,6 +308,38 @@ int bench_sync(bench_env *env) {
   return BENCH_OK;
 }
 
+int bench_at_end(bench_env *env, void (*fn)(bench_env *env)) {
+  struct bench_private *p = env->priv;
+  if (p->num_at_end == (int)(sizeof p->at_end / sizeof p->at_end[0]))
+    return bench_fail(env, "bench_at_end: more than %d functions", p->num_at_end);
+  p->at_end[p->num_at_end++] = fn;
+  return BENCH_OK;
+}
+
+#ifdef INGOT_WITH_CUDA
+static int time_copies(bench_env *env, void *dst, const void *src, size_t bytes, int reps,
+                       double *seconds);
+#endif
+
+int bench_h2d_rate(bench_env *env, const void *host, size_t bytes, double *bytes_per_s) {
+  *bytes_per_s = 0;
+#ifdef INGOT_WITH_CUDA
+  if (!env->cpu_mode && bytes > 0) {
+    void *dev = NULL;
+    double t = 0;
+    CUDA_OR_FAIL(env, cudaMalloc(&dev, bytes));
+    int r = time_copies(env, dev, host, bytes, env->quick ? 3 : 7, &t);
+    cudaFree(dev);
+    if (r) return r;
+    *bytes_per_s = t > 0 ? (double)bytes / t : 0;
+  }
+#else
+  (void)host, (void)bytes;
+#endif
+  (void)env;
+  return BENCH_OK;
+}
+
 static int copy_ordered(bench_env *env, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return BENCH_OK;
 #ifdef INGOT_WITH_CUDA
@@ -365,8 +400,8 @@ int bench_compare_bytes(bench_env *env, const char *what, const void *got, const
 
 /* ---- registry ------------------------------------------------------------------------------- */
 
-void bench_add(bench_registry *reg, const char *family, const char *op, const char *name,
-               const bench_ops *ops, const void *params, size_t params_size) {
+static void add_case(bench_registry *reg, const char *family, const char *op, const char *name,
+                     const bench_ops *ops, const void *params, size_t params_size, int large) {
   if (reg->count == reg->cap) {
     int cap = reg->cap ? 2 * reg->cap : 64;
     bench_case *cases = (bench_case *)realloc(reg->cases, (size_t)cap * sizeof *cases);
@@ -384,6 +419,7 @@ void bench_add(bench_registry *reg, const char *family, const char *op, const ch
   snprintf(c->name, sizeof c->name, "%s", name);
   snprintf(c->label, sizeof c->label, "%s/%s %s", c->family, c->op, c->name);
   c->ops = *ops;
+  c->large = large;
   if (params_size) {
     c->params = malloc(params_size);
     if (c->params == NULL) {
@@ -393,6 +429,16 @@ void bench_add(bench_registry *reg, const char *family, const char *op, const ch
     memcpy(c->params, params, params_size);
   }
   reg->count++;
+}
+
+void bench_add(bench_registry *reg, const char *family, const char *op, const char *name,
+               const bench_ops *ops, const void *params, size_t params_size) {
+  add_case(reg, family, op, name, ops, params, params_size, 0);
+}
+
+void bench_add_large(bench_registry *reg, const char *family, const char *op, const char *name,
+                     const bench_ops *ops, const void *params, size_t params_size) {
+  add_case(reg, family, op, name, ops, params, params_size, 1);
 }
 
 static void registry_free(bench_registry *reg) {
@@ -540,6 +586,8 @@ static void env_fini(bench_env *env) {
 #ifdef INGOT_WITH_CUDA
   if (!env->cpu_mode && env->stream) cudaStreamSynchronize(env->stream);
 #endif
+  for (int i = env->priv->num_at_end - 1; i >= 0; i--) env->priv->at_end[i](env);
+  env->priv->num_at_end = 0;
   free_list(env, &env->priv->case_allocs);
   free_list(env, &env->priv->run_allocs);
 #ifdef INGOT_WITH_CUDA
@@ -947,6 +995,8 @@ static void bench_usage(FILE *f) {
           "  --commit REV     the source revision being measured, recorded in the\n"
           "                   header and the JSON (make bench passes git's)\n"
           "  --quick          fewer repetitions (a smoke run)\n"
+          "  --large          also run the long, memory-hungry cases (real-size PLE\n"
+          "                   host tables, 51 GB each; --list marks them)\n"
           "  --cpu            time the CPU backend even if a GPU is present\n"
           "  --device N       CUDA device ordinal (default 0)\n"
           "  --capture MODE   stream capture mode for the timed graphs: global\n"
@@ -983,6 +1033,8 @@ static int parse_options(int argc, char **argv, bench_options *o) {
       o->quick = 1;
     } else if (strcmp(a, "--list") == 0) {
       o->list = 1;
+    } else if (strcmp(a, "--large") == 0) {
+      o->large = 1;
     } else if (is_option(a, "--json")) {
       if ((o->json = option_value(argc, argv, &i, "--json")) == NULL || !o->json[0]) goto bad;
     } else if (is_option(a, "--commit")) {
@@ -1042,18 +1094,23 @@ int bench_main(int argc, char **argv) {
   }
   for (int i = 0; i < reg.count; i++) {
     if (opt.filter && !strstr(reg.cases[i].label, opt.filter)) continue;
+    if (reg.cases[i].large && !opt.large && !opt.list) continue;
     selected[n++] = i;
     int len = (int)strlen(reg.cases[i].label);
     if (len > width) width = len;
   }
   if (opt.list) {
-    for (int i = 0; i < n; i++) printf("%s\n", reg.cases[selected[i]].label);
+    for (int i = 0; i < n; i++)
+      printf("%s%s\n", reg.cases[selected[i]].label,
+             reg.cases[selected[i]].large ? "   (--large)" : "");
     free(selected);
     registry_free(&reg);
     return 0;
   }
   if (n == 0) {
-    fprintf(stderr, "ingot bench: no case matches --filter '%s' (see ingot bench --list)\n",
+    fprintf(stderr,
+            "ingot bench: no case matches --filter '%s' (see ingot bench --list; the cases "
+            "it marks (--large) run only with --large)\n",
             opt.filter ? opt.filter : "");
     free(selected);
     registry_free(&reg);
@@ -1066,6 +1123,7 @@ int bench_main(int argc, char **argv) {
   memset(&env, 0, sizeof env);
   env.priv = &priv;
   env.quick = opt.quick;
+  env.large = opt.large;
   env.commit = opt.commit ? opt.commit : "unknown";
   priv.capture_mode = opt.capture_mode;
   const char *note = "";

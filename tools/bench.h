@@ -92,6 +92,7 @@ struct bench_private;
 typedef struct bench_env {
   int cpu_mode;                /* 1: the CPU backend is timed (wall clock) */
   int quick;                   /* --quick: fewer repetitions */
+  int large;                   /* --large: the cases of bench_add_large run too */
   ingot_context_t ctx;         /* the backend under test (CUDA; CPU in cpu_mode) */
   ingot_context_t ref;         /* the CPU reference backend (the oracle) */
   struct CUstream_st *stream;  /* stream for ops on ctx; NULL in cpu_mode */
@@ -139,6 +140,10 @@ typedef struct bench_registry bench_registry;
  * --filter matches "family/op name". params (params_size bytes) is copied. */
 void bench_add(bench_registry *reg, const char *family, const char *op, const char *name,
                const bench_ops *ops, const void *params, size_t params_size);
+/* The same for a case that runs only with --large (long or memory-hungry:
+ * e.g. tables of real size); --list marks it. */
+void bench_add_large(bench_registry *reg, const char *family, const char *op, const char *name,
+                     const bench_ops *ops, const void *params, size_t params_size);
 
 /* ---- families ---------------------------------------------------------------
  * One registration function per op family; bench.c calls each in turn. A new
@@ -174,6 +179,14 @@ void *bench_alloc_run(bench_env *env, bench_mem where, size_t bytes);
  * enqueued on env->stream and complete on return. BENCH_OK or BENCH_FAIL. */
 int bench_upload(bench_env *env, void *dst, const void *src, size_t bytes);
 int bench_download(bench_env *env, void *dst, const void *src, size_t bytes);
+/* Calls fn(env) once when the run ends, after the stream is idle and before
+ * the contexts are destroyed: for a family's resources that are not
+ * bench_alloc memory (e.g. host tables). At most 8. BENCH_OK or BENCH_FAIL. */
+int bench_at_end(bench_env *env, void (*fn)(bench_env *env));
+/* *bytes_per_s <- the rate of a host-to-device copy of `bytes` from `host`
+ * (pinned or registered memory) into a device buffer, median of a few;
+ * 0 in cpu_mode. BENCH_OK or BENCH_FAIL. */
+int bench_h2d_rate(bench_env *env, const void *host, size_t bytes, double *bytes_per_s);
 /* Waits for env->stream. BENCH_OK or BENCH_FAIL (CUDA error). */
 int bench_sync(bench_env *env);
 

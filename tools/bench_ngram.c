@@ -22,21 +22,39 @@
  * (GPU address translation of host pages; measured on an H200, 2026-11-30).
  * Gather cases feed the real config's row ids taken modulo R.
  *
+ * Host-table strategies (ingot_host_table_create; docs/ple.md, "Host
+ * tables"): "host-table/<strategy>" and "small-host-table/<strategy>" gather
+ * from a table of the same sizes allocated by one strategy (hugetlb-1g,
+ * hugetlb-2m, thp, pinned) and registered with the GPU, at decode B = 64,
+ * 256 and prefill 1 x 4096; "real-size-host-table/<strategy>" (only with
+ * --large) from a table of the real configuration's 320001536 rows x 160 B
+ * = 51.2 GB (47.7 GiB), whose row ids need no modulo. A strategy the machine
+ * does not allow (no huge pages reserved, THP off) or a table larger than
+ * MemAvailable skips its rows with the reason. The floor is the pinned
+ * host-to-device copy rate measured at the start of the run (header line
+ * "floors"); each row's note adds the copy rate from that very table and
+ * how much of it huge pages back. One such table exists at a time.
+ *
  * Every check is byte-identical (memcmp) against the CPU reference backend.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
 enum { OP_ROW_IDS, OP_COMMIT, OP_GATHER, OP_EMBED, OP_COUNT };
 enum { CFG_TOY, CFG_REAL, CFG_FIT };
-enum { TAB_NONE, TAB_DEVICE, TAB_HOST, TAB_HOST_SMALL };
+enum { TAB_NONE, TAB_DEVICE, TAB_HOST, TAB_HOST_SMALL, TAB_HOST_TABLE };
+/* sizes of the TAB_HOST_TABLE cases */
+enum { HT_BIG, HT_SMALL, HT_REAL };
 
 static const char *const op_names[OP_COUNT] = {"row_ids", "commit_context", "gather", "embed"};
 static const char *const cfg_names[] = {"toy", "real", "real-fit"};
-static const char *const table_names[] = {"", "dev-table", "host-table", "small-host-table"};
+static const char *const table_names[] = {"", "dev-table", "host-table", "small-host-table", ""};
+static const char *const host_table_sizes[] = {"host-table", "small-host-table",
+                                               "real-size-host-table"};
 
 #define NGRAM_D 160
 #define NGRAM_SCALE 0.5f
@@ -52,6 +70,8 @@ static const char *const table_names[] = {"", "dev-table", "host-table", "small-
 typedef struct ngram_params {
   int op, cfg, table;
   int32_t requests, tokens_per_request;
+  int ht_size;          /* TAB_HOST_TABLE: HT_* */
+  uint32_t ht_strategy; /* TAB_HOST_TABLE: one INGOT_HOST_TABLE_* bit */
 } ngram_params;
 
 /* ---- configs ---------------------------------------------------------------------- */
@@ -87,9 +107,23 @@ typedef struct ngram_table {
   void *dev;     /* device copy (GPU); == host on the CPU */
 } ngram_table;
 
+/* The one host table of the TAB_HOST_TABLE cases (size, strategy). */
+typedef struct ngram_host_table {
+  ingot_host_table_t table;
+  int size;
+  uint32_t strategy;
+  int64_t rows;
+  char note[160]; /* strategy, huge pages obtained, copy rate from it */
+  int failed;     /* creation failed: the reason, for the other rows */
+  int skip;
+  char reason[400];
+} ngram_host_table;
+
 static struct {
   const bench_env *env;
   ngram_table big, toy, small;
+  ngram_host_table ht;
+  int at_end; /* release registered with bench_at_end */
 } tables;
 
 enum { TABLE_TOY, TABLE_BIG, TABLE_SMALL };
@@ -137,6 +171,111 @@ static int get_table(bench_env *env, int which, int where, const ngram_table **o
     }
   }
   *out = t;
+  return BENCH_OK;
+}
+
+/* ---- host tables by strategy (ingot_host_table_create) ------------------------------------ */
+
+static void release_host_table(bench_env *env) {
+  (void)env;
+  ingot_host_table_destroy(tables.ht.table);
+  memset(&tables.ht, 0, sizeof tables.ht);
+}
+
+/* MemAvailable of /proc/meminfo in bytes; -1 where unknown. */
+static int64_t mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  long long kb = -1;
+  if (f == NULL) return -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  fclose(f);
+  return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+static int64_t host_table_rows(bench_env *env, int size) {
+  if (size == HT_REAL) {
+    ingot_ngram_config real;
+    int64_t rows = 0;
+    if (make_config(env, CFG_REAL, 0, &real) ||
+        ingot_ngram_table_rows(&real, 128, &rows) != INGOT_STATUS_SUCCESS)
+      return -1;
+    return rows; /* 320001536 */
+  }
+  if (size == HT_SMALL) return env->cpu_mode ? NGRAM_SMALL_ROWS_CPU : NGRAM_SMALL_ROWS_GPU;
+  return env->cpu_mode ? NGRAM_BIG_ROWS_CPU : NGRAM_BIG_ROWS_GPU;
+}
+
+/* The table of (size, strategy), created on first use (the previous one is
+ * destroyed first: a real-size table is 51 GB). */
+static int get_host_table(bench_env *env, int size, uint32_t strategy,
+                          const ngram_host_table **out) {
+  ngram_host_table *h = &tables.ht;
+  if (h->table == NULL && !h->failed) memset(h, 0, sizeof *h);
+  if (h->size != size || h->strategy != strategy || (h->table == NULL && !h->failed)) {
+    if (bench_sync(env)) return BENCH_FAIL;
+    release_host_table(env);
+    h->size = size;
+    h->strategy = strategy;
+    if (!tables.at_end) {
+      if (bench_at_end(env, release_host_table)) return BENCH_FAIL;
+      tables.at_end = 1;
+    }
+    int64_t rows = host_table_rows(env, size);
+    if (rows < 1) return bench_fail(env, "the real configuration's table rows");
+    int64_t bytes = rows * NGRAM_D, avail = mem_available();
+    int hugetlb = strategy == INGOT_HOST_TABLE_HUGETLB_1G || strategy == INGOT_HOST_TABLE_HUGETLB_2M;
+    /* hugetlb pages come from their reserved pool (outside MemAvailable;
+     * the library names a pool that is too small) */
+    if (!hugetlb && avail >= 0 && bytes + (INT64_C(4) << 30) > avail) {
+      h->failed = h->skip = 1;
+      snprintf(h->reason, sizeof h->reason,
+               "a %.1f GB table needs %.1f GB of host memory with 4 GiB to spare; "
+               "MemAvailable is %.1f GB",
+               (double)bytes * 1e-9, (double)bytes * 1e-9, (double)avail * 1e-9);
+    } else {
+      double t0 = bench_now();
+      ingot_status st = ingot_host_table_create(env->ctx, bytes, strategy, &h->table);
+      if (st != INGOT_STATUS_SUCCESS) {
+        h->failed = 1;
+        h->skip = st == INGOT_STATUS_NOT_SUPPORTED || st == INGOT_STATUS_ALLOC_FAILED;
+        snprintf(h->reason, sizeof h->reason, "%s: %s", ingot_status_name(st),
+                 ingot_last_error(env->ctx));
+      } else {
+        double t_create = bench_now() - t0;
+        uint8_t *p = (uint8_t *)ingot_host_table_data(h->table);
+        size_t block = (size_t)16 << 20;
+        if ((size_t)bytes < block) block = (size_t)bytes;
+        bench_rng rng = bench_rng_seed("ngram table", (uint64_t)rows);
+        fill_e4m3(&rng, p, block);
+        for (size_t off = block; off < (size_t)bytes; off += block)
+          memcpy(p + off, p, (size_t)bytes - off < block ? (size_t)bytes - off : block);
+        int64_t huge = -1;
+        if (ingot_host_table_huge_page_bytes(h->table, &huge)) huge = -1;
+        double rate = 0;
+        size_t probe = (size_t)bytes < ((size_t)512 << 20) ? (size_t)bytes : ((size_t)512 << 20);
+        if (bench_h2d_rate(env, p, probe, &rate)) { /* later cases fail too, not with R = 0 */
+          h->failed = 1;
+          snprintf(h->reason, sizeof h->reason, "the copy-rate probe from this table failed");
+          return BENCH_FAIL;
+        }
+        h->rows = rows;
+        snprintf(h->note, sizeof h->note,
+                 "%s table (created in %.1f s), %.3f of %.3f GB in huge pages, H2D copy from "
+                 "it %.1f GB/s",
+                 ingot_host_table_strategy_name(strategy), t_create, (double)huge * 1e-9,
+                 (double)ingot_host_table_mapped_bytes(h->table) * 1e-9, rate * 1e-9);
+        printf("  %s/%s: %s\n", host_table_sizes[size], ingot_host_table_strategy_name(strategy),
+               h->note);
+      }
+    }
+  }
+  if (h->failed) {
+    if (h->skip) return bench_skip(env, "%s", h->reason);
+    return bench_fail(env, "%s", h->reason);
+  }
+  *out = h;
   return BENCH_OK;
 }
 
@@ -218,7 +357,14 @@ static int ngram_setup(bench_env *env, const void *params, void **state, bench_i
   s->D = NGRAM_D;
 
   const ngram_table *tab = NULL;
-  if (p->table != TAB_NONE) {
+  const ngram_host_table *ht = NULL;
+  if (p->table == TAB_HOST_TABLE) {
+    int r = get_host_table(env, p->ht_size, p->ht_strategy, &ht);
+    if (r) return r;
+    s->R = ht->rows;
+    s->table = ingot_host_table_data(ht->table);
+    s->table_ref = (const uint8_t *)s->table;
+  } else if (p->table != TAB_NONE) {
     int which = p->cfg == CFG_TOY ? TABLE_TOY : p->table == TAB_HOST_SMALL ? TABLE_SMALL : TABLE_BIG;
     int r = get_table(env, which, p->table, &tab);
     if (r) return r;
@@ -251,18 +397,24 @@ static int ngram_setup(bench_env *env, const void *params, void **state, bench_i
     case OP_EMBED: {
       double other = (p->op == OP_GATHER ? (double)rows_bytes(s) : in) + (double)out_bytes(s);
       slot_bytes = other;
-      if (p->table == TAB_HOST || p->table == TAB_HOST_SMALL) {
+      if (p->table == TAB_HOST || p->table == TAB_HOST_SMALL || p->table == TAB_HOST_TABLE) {
         info->bytes_host = table_bytes;
         info->bytes_device = other;
       } else {
         info->bytes_device = other + table_bytes;
       }
-      snprintf(info->floor_note, sizeof info->floor_note,
-               "%s read, T*H*D table bytes read from %s, out [T,H*D] bf16 written; "
-               "table e4m3 [%" PRId64 ", %" PRId64 "]",
-               p->op == OP_GATHER ? "rows i64" : "ids + cu_seqlens + context",
-               p->table == TAB_DEVICE ? "device memory" : "pinned host memory (H2D rate)",
-               s->R, s->D);
+      if (p->table == TAB_HOST_TABLE)
+        snprintf(info->floor_note, sizeof info->floor_note,
+                 "rows i64 read, T*H*D bytes over the pinned H2D rate, out bf16 written; "
+                 "table e4m3 [%" PRId64 ", %" PRId64 "]: %s",
+                 s->R, s->D, ht->note);
+      else
+        snprintf(info->floor_note, sizeof info->floor_note,
+                 "%s read, T*H*D table bytes read from %s, out [T,H*D] bf16 written; "
+                 "table e4m3 [%" PRId64 ", %" PRId64 "]",
+                 p->op == OP_GATHER ? "rows i64" : "ids + cu_seqlens + context",
+                 p->table == TAB_DEVICE ? "device memory" : "pinned host memory (H2D rate)",
+                 s->R, s->D);
       break;
     }
     default: return bench_fail(env, "unknown op %d", p->op);
@@ -404,7 +556,7 @@ static const bench_ops ngram_ops = {ngram_setup, ngram_run, ngram_check, NULL};
 
 static void add(bench_registry *reg, int op, int cfg, int table, int32_t requests,
                 int32_t tokens_per_request) {
-  ngram_params p = {op, cfg, table, requests, tokens_per_request};
+  ngram_params p = {op, cfg, table, requests, tokens_per_request, 0, 0};
   char name[160];
   int heads = cfg == CFG_TOY ? 4 : 16;
   int32_t T = requests * tokens_per_request;
@@ -427,6 +579,25 @@ static void add_shapes(bench_registry *reg, int op, int cfg, int table) {
   add(reg, op, cfg, table, 1, 4096);
 }
 
+/* Gathers from a host table of one size and strategy: decode B = 64, 256 and
+ * prefill 1 x 4096 (65536 rows), the real config's row ids. */
+static void add_host_table_rows(bench_registry *reg, int size, uint32_t strategy) {
+  static const int32_t shapes[][2] = {{64, 1}, {256, 1}, {1, 4096}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    ngram_params p = {OP_GATHER, CFG_REAL, TAB_HOST_TABLE, shapes[i][0], shapes[i][1], size,
+                      strategy};
+    char name[160];
+    int32_t T = shapes[i][0] * shapes[i][1];
+    snprintf(name, sizeof name, "real H=16 D=%d %s/%s %s B=%d T=%d", NGRAM_D,
+             host_table_sizes[size], ingot_host_table_strategy_name(strategy),
+             shapes[i][1] == 1 ? "decode" : "prefill", (int)shapes[i][0], (int)T);
+    if (size == HT_REAL)
+      bench_add_large(reg, "ngram", op_names[OP_GATHER], name, &ngram_ops, &p, sizeof p);
+    else
+      bench_add(reg, "ngram", op_names[OP_GATHER], name, &ngram_ops, &p, sizeof p);
+  }
+}
+
 void bench_ngram_register(bench_registry *reg) {
   add_shapes(reg, OP_ROW_IDS, CFG_TOY, TAB_NONE);
   add_shapes(reg, OP_ROW_IDS, CFG_REAL, TAB_NONE);
@@ -440,4 +611,10 @@ void bench_ngram_register(bench_registry *reg) {
   add_shapes(reg, OP_EMBED, CFG_FIT, TAB_DEVICE);
   add_shapes(reg, OP_EMBED, CFG_FIT, TAB_HOST);
   add_shapes(reg, OP_EMBED, CFG_FIT, TAB_HOST_SMALL);
+  /* grouped by table, so that each is created once */
+  static const uint32_t strategies[] = {INGOT_HOST_TABLE_HUGETLB_1G, INGOT_HOST_TABLE_HUGETLB_2M,
+                                        INGOT_HOST_TABLE_THP, INGOT_HOST_TABLE_PINNED};
+  for (int size = HT_BIG; size <= HT_REAL; size++)
+    for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++)
+      add_host_table_rows(reg, size, strategies[i]);
 }

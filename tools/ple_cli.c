@@ -4,8 +4,9 @@
  * comes from the configuration (or --rows), the files are checked against
  * it (ingot_ngram_table_probe) before the buffer is allocated, the buffer is
  * pinned with cudaHostAlloc when the library has a usable CUDA backend
- * (else malloc), and the load reports its progress and rate. --out writes
- * the raw table.
+ * (else malloc), or with --host-table a host table (ingot_host_table_create:
+ * hugetlb / THP / pinned, registered with GPU 0), and the load reports its
+ * progress and rate. --out writes the raw table.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -40,7 +41,8 @@ static void print_usage(FILE *f) {
           "  <prefix>ngram_embedding.weight_scale      F32 or BF16, [] or [1]\n"
           "in any files, in any order; the table is the shards in index order. PATH is a\n"
           "file or a directory (its *.safetensors files). The buffer is pinned host\n"
-          "memory (cudaHostAlloc) when CUDA is available, else plain memory.\n"
+          "memory (cudaHostAlloc) when CUDA is available, else plain memory; or, with\n"
+          "--host-table, a host table (ingot_host_table_create).\n"
           "\n"
           "the table's shape (the load fails unless the files hold exactly this):\n"
           "  --dim D                row bytes D (required)\n"
@@ -53,7 +55,14 @@ static void print_usage(FILE *f) {
           "                         none; default: the one prefix the shards have)\n"
           "  --out FILE             also write the raw table (R*D bytes) to FILE (written\n"
           "                         beside it and renamed when complete)\n"
-          "  --no-pin               plain host memory even when CUDA is available\n"
+          "  --host-table STRATEGY  load into a host table made by ingot_host_table_create:\n"
+          "                         auto, hugetlb-1g, hugetlb-2m, thp or pinned (auto: the\n"
+          "                         first that works, in that order); registered with GPU 0\n"
+          "                         when CUDA is available. Prints the strategy and the\n"
+          "                         huge-page bytes obtained. A named strategy the system\n"
+          "                         lacks fails (exit 1) with the reason\n"
+          "  --no-pin               plain host memory even when CUDA is available; with\n"
+          "                         --host-table: mapped by the strategy, not registered\n"
           "  --dry-run              check the files against the shape; load nothing\n"
           "  -q, --quiet            print only errors\n"
           "  -h, --help             this text\n"
@@ -84,7 +93,24 @@ typedef struct {
   int64_t rows, dim;
   int64_t n, heads_per_order, base, layer_index, pad_multiple; /* -1: not given */
   int no_pin, dry_run, quiet;
+  const char *host_table; /* --host-table STRATEGY; NULL: not given */
+  uint32_t host_strategy;
 } ple_args;
+
+/* The INGOT_HOST_TABLE_* value of a strategy name; 0 and -1 if unknown. */
+static int parse_strategy(const char *name, uint32_t *out) {
+  static const uint32_t all[] = {INGOT_HOST_TABLE_AUTO, INGOT_HOST_TABLE_HUGETLB_1G,
+                                 INGOT_HOST_TABLE_HUGETLB_2M, INGOT_HOST_TABLE_THP,
+                                 INGOT_HOST_TABLE_PINNED};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+    if (strcmp(name, ingot_host_table_strategy_name(all[k])) == 0) {
+      *out = all[k];
+      return 0;
+    }
+  }
+  *out = 0;
+  return -1;
+}
 
 /* A whole-string decimal int64 in [lo, hi]; 0, or the usage error's status. */
 static int parse_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out) {
@@ -135,6 +161,13 @@ static int parse_args(ple_args *a, int argc, char **argv) {
     } else if (strcmp(o, "--prefix") == 0 || strcmp(o, "--out") == 0) {
       if (i + 1 >= argc) return usage_error("%s needs a value", o);
       *(strcmp(o, "--prefix") == 0 ? &a->prefix : &a->out_path) = argv[++i];
+    } else if (strcmp(o, "--host-table") == 0) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", o);
+      a->host_table = argv[++i];
+      if (parse_strategy(a->host_table, &a->host_strategy) != 0)
+        return usage_error("--host-table: '%s' is not a strategy (auto, hugetlb-1g, hugetlb-2m, "
+                           "thp, pinned)",
+                           a->host_table);
     } else if (strcmp(o, "--no-pin") == 0) {
       a->no_pin = 1;
     } else if (strcmp(o, "--dry-run") == 0) {
@@ -219,11 +252,65 @@ static void on_progress(int64_t done, int64_t total, void *user) {
 typedef struct {
   unsigned char *p;
   int pinned;
+  ingot_context_t ctx;       /* --host-table: the context it is made with */
+  ingot_host_table_t table;  /* --host-table: p is its data */
 } host_buffer;
 
-static int buffer_alloc(host_buffer *b, size_t bytes, int no_pin) {
-  b->p = NULL;
-  b->pinned = 0;
+/* "2 MiB", "4 KiB" or "N bytes": a page size. */
+static void page_text(int64_t bytes, char *buf, size_t size) {
+  if (bytes > 0 && bytes % ((int64_t)1 << 30) == 0)
+    snprintf(buf, size, "%" PRId64 " GiB", bytes >> 30);
+  else if (bytes > 0 && bytes % ((int64_t)1 << 20) == 0)
+    snprintf(buf, size, "%" PRId64 " MiB", bytes >> 20);
+  else if (bytes > 0 && bytes % 1024 == 0)
+    snprintf(buf, size, "%" PRId64 " KiB", bytes >> 10);
+  else
+    snprintf(buf, size, "%" PRId64 " bytes", bytes);
+}
+
+/* A host table of `bytes` by a->host_strategy, on a CUDA context (registered
+ * with GPU 0) when CUDA is available and --no-pin is not given, else on a
+ * CPU context (mapped only). Prints what was obtained. */
+static int buffer_alloc_table(host_buffer *b, size_t bytes, const ple_args *a) {
+  int cuda = !a->no_pin && ingot_backend_available(INGOT_BACKEND_CUDA);
+  if (ingot_context_create(cuda ? INGOT_BACKEND_CUDA : INGOT_BACKEND_CPU, 0, &b->ctx)) {
+    fprintf(stderr, "ingot ple load: error: %s\n", ingot_last_error(NULL));
+    return -1;
+  }
+  if (ingot_host_table_create(b->ctx, (int64_t)bytes, a->host_strategy, &b->table)) {
+    fprintf(stderr, "ingot ple load: error: --host-table %s: %s\n", a->host_table,
+            ingot_last_error(b->ctx));
+    ingot_context_destroy(b->ctx);
+    b->ctx = NULL;
+    return -1;
+  }
+  b->p = ingot_host_table_data(b->table);
+  if (!a->quiet) {
+    char page[32];
+    page_text(ingot_host_table_page_bytes(b->table), page, sizeof page);
+    printf("host table: %s, %s pages, %" PRId64 " bytes mapped, %s\n",
+           ingot_host_table_strategy_name(ingot_host_table_strategy(b->table)), page,
+           ingot_host_table_mapped_bytes(b->table),
+           cuda ? "registered with GPU 0" : "not registered (CPU context)");
+  }
+  return 0;
+}
+
+/* The huge-page bytes of the host table, once the load has touched it. */
+static void print_huge_pages(const host_buffer *b) {
+  int64_t huge = 0, mapped = ingot_host_table_mapped_bytes(b->table);
+  if (ingot_host_table_huge_page_bytes(b->table, &huge)) {
+    printf("huge pages: unknown (%s)\n", ingot_last_error(NULL));
+    return;
+  }
+  printf("huge pages: %" PRId64 " of %" PRId64 " bytes (%.1f%%)\n", huge, mapped,
+         mapped > 0 ? 100.0 * (double)huge / (double)mapped : 0.0);
+}
+
+static int buffer_alloc(host_buffer *b, size_t bytes, const ple_args *a) {
+  int no_pin = a->no_pin;
+  memset(b, 0, sizeof *b);
+  if (a->host_table != NULL) return buffer_alloc_table(b, bytes, a);
 #ifdef INGOT_WITH_CUDA
   if (!no_pin && ingot_backend_available(INGOT_BACKEND_CUDA)) {
     void *p = NULL;
@@ -245,6 +332,11 @@ static int buffer_alloc(host_buffer *b, size_t bytes, int no_pin) {
 }
 
 static void buffer_free(host_buffer *b) {
+  if (b->table != NULL || b->ctx != NULL) {
+    ingot_host_table_destroy(b->table);
+    ingot_context_destroy(b->ctx);
+    return;
+  }
 #ifdef INGOT_WITH_CUDA
   if (b->pinned) {
     cudaFreeHost(b->p);
@@ -331,9 +423,10 @@ static int load_main(int argc, char **argv) {
 
   // ---- load
   host_buffer buf;
-  if (buffer_alloc(&buf, (size_t)bytes, a.no_pin)) {
-    fprintf(stderr, "ingot ple load: error: cannot allocate %" PRId64 " bytes of host memory\n",
-            bytes);
+  if (buffer_alloc(&buf, (size_t)bytes, &a)) {
+    if (a.host_table == NULL)  /* a host table's failure is printed with its reason */
+      fprintf(stderr, "ingot ple load: error: cannot allocate %" PRId64 " bytes of host memory\n",
+              bytes);
     free(a.paths);
     return 1;
   }
@@ -347,10 +440,14 @@ static int load_main(int argc, char **argv) {
     rc = 1;
   }
   double seconds = now_s() - start;
-  if (rc == 0 && !a.quiet)
+  if (rc == 0 && !a.quiet) {
     printf("loaded into %s in %.2f s: %.2f GB/s\nweight_scale = %.9g\n",
-           buf.pinned ? "pinned host memory (cudaHostAlloc)" : "host memory (malloc)", seconds,
-           seconds > 0 ? 1e-9 * (double)bytes / seconds : 0.0, (double)scale);
+           buf.table != NULL ? "the host table"
+           : buf.pinned      ? "pinned host memory (cudaHostAlloc)"
+                             : "host memory (malloc)",
+           seconds, seconds > 0 ? 1e-9 * (double)bytes / seconds : 0.0, (double)scale);
+    if (buf.table != NULL) print_huge_pages(&buf);
+  }
   if (rc == 0 && a.out_path != NULL) {
     rc = write_table(a.out_path, buf.p, (size_t)bytes);
     if (rc == 0 && !a.quiet) printf("wrote %s (%" PRId64 " bytes)\n", a.out_path, bytes);

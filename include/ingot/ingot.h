@@ -90,7 +90,7 @@ typedef enum ingot_status {
   INGOT_STATUS_INVALID_ARGUMENT = 1,  /* a shape, dtype, pointer or value is wrong */
   INGOT_STATUS_NOT_SUPPORTED = 2,     /* valid, but not implemented here (backend, arch) */
   INGOT_STATUS_INSUFFICIENT_WORKSPACE = 3,
-  INGOT_STATUS_ALLOC_FAILED = 4,      /* only context creation allocates */
+  INGOT_STATUS_ALLOC_FAILED = 4,      /* only setup calls allocate (contexts, host tables) */
   INGOT_STATUS_CUDA_ERROR = 5,        /* the CUDA runtime reported an error */
   INGOT_STATUS_INTERNAL = 6,          /* a bug in ingot: please report it */
   INGOT_STATUS_COUNT                  /* number of statuses, not a status */
@@ -431,6 +431,106 @@ INGOT_API ingot_status ingot_ngram_table_load(const char *const *paths, int32_t 
                                               float *weight_scale,
                                               ingot_ngram_table_progress_fn progress,
                                               void *progress_user);
+
+/* ---- Host tables: memory for a table the GPU reads over UVA (setup) ------ */
+/*
+ * A PLE table (51.2 GB for the real configuration) lives in host memory and
+ * the gather reads its rows over the bus. How that memory is mapped matters:
+ * the GPU translates host addresses page by page, and random rows from a
+ * table of many small pages read far slower than the copy rate
+ * (docs/ple.md, "Host tables"). ingot_host_table_create allocates the
+ * memory with one of these strategies and, on a CUDA context, makes it
+ * readable by the context's GPU (registered, mapped, portable: the pointer
+ * itself is what the ops take):
+ *
+ *   INGOT_HOST_TABLE_HUGETLB_1G  mmap(MAP_HUGETLB | MAP_HUGE_1GB) + cudaHostRegister.
+ *       Needs 1 GiB pages reserved: /sys/kernel/mm/hugepages/
+ *       hugepages-1048576kB/nr_hugepages, or the boot parameters
+ *       "hugepagesz=1G hugepages=N" (and a CPU with 1 GiB pages).
+ *   INGOT_HOST_TABLE_HUGETLB_2M  mmap(MAP_HUGETLB | MAP_HUGE_2MB) + cudaHostRegister.
+ *       Needs 2 MiB pages reserved: /proc/sys/vm/nr_hugepages.
+ *   INGOT_HOST_TABLE_THP         anonymous mmap, 2 MiB aligned, madvise(MADV_HUGEPAGE)
+ *       + cudaHostRegister. Needs transparent huge pages set to "madvise" or
+ *       "always" (/sys/kernel/mm/transparent_hugepage/enabled); the kernel
+ *       may still back parts with 4 KiB pages (fragmented memory): see
+ *       ingot_host_table_huge_page_bytes.
+ *   INGOT_HOST_TABLE_PINNED      cudaHostAlloc (mapped, portable) on a CUDA context;
+ *       plain anonymous memory of the base page size on a CPU context.
+ *
+ * Registration page-locks the whole table: it needs that much physical
+ * memory free, and may be refused under a locked-memory limit
+ * (RLIMIT_MEMLOCK, `ulimit -l`) or a container's memory limit. The
+ * hugetlb and THP strategies need Linux (NOT_SUPPORTED elsewhere).
+ *
+ * This is a setup call (it allocates, page-locks, and may take seconds for
+ * tens of GB); no op allocates. Load a checkpoint straight into it:
+ *
+ *     ingot_host_table_t tab;
+ *     ingot_host_table_create(ctx, R * 160, INGOT_HOST_TABLE_AUTO, &tab);
+ *     ingot_ngram_table_load(paths, 1, NULL, R, 160, ingot_host_table_data(tab),
+ *                            ingot_host_table_bytes(tab), &scale, NULL, NULL);
+ *     ingot_tensor t = ingot_tensor_2d(ingot_host_table_data(tab),
+ *                                      INGOT_DTYPE_F8_E4M3, R, 160, 160);
+ *     ... ingot_ngram_gather(ctx, &rows, &t, scale, &out, stream) ...
+ *     ingot_host_table_destroy(tab);   // after the GPU work that reads it
+ */
+
+typedef struct ingot_host_table *ingot_host_table_t;
+
+/* Strategies: the `strategies` argument of ingot_host_table_create is an OR
+ * of these (the ones allowed), tried in the order listed; 0 (AUTO) allows
+ * all four. */
+enum {
+  INGOT_HOST_TABLE_AUTO = 0,
+  INGOT_HOST_TABLE_HUGETLB_1G = 1u << 0,
+  INGOT_HOST_TABLE_HUGETLB_2M = 1u << 1,
+  INGOT_HOST_TABLE_THP = 1u << 2,
+  INGOT_HOST_TABLE_PINNED = 1u << 3
+};
+
+/* Allocates `bytes` (>= 1) of host memory for a table, by the first of the
+ * allowed strategies that works, and makes it readable by ctx's GPU (CUDA
+ * context) or just allocates it (CPU context). The size is rounded up to
+ * the strategy's page size (ingot_host_table_mapped_bytes); the contents
+ * are unspecified. *out is NULL on failure.
+ * Returns INVALID_ARGUMENT (NULL ctx or out, bytes < 1 or too large,
+ * unknown strategy bits); with one strategy allowed, its failure by name:
+ * ALLOC_FAILED (no / too few huge pages reserved, out of memory: the text
+ * says which pool and how to reserve it), NOT_SUPPORTED (not Linux, no
+ * 1 GiB pages, THP disabled, a GPU that cannot use the host pointer
+ * itself), CUDA_ERROR (registration or cudaHostAlloc refused; the text
+ * gives RLIMIT_MEMLOCK). With several allowed, the status of the last one
+ * tried and a text listing each one's reason. */
+INGOT_API ingot_status ingot_host_table_create(ingot_context_t ctx, int64_t bytes,
+                                               uint32_t strategies, ingot_host_table_t *out);
+/* Unregisters and frees the memory. NULL is a no-op. The caller first waits
+ * for every GPU work that reads it. The context it was made with may have
+ * been destroyed already. */
+INGOT_API void ingot_host_table_destroy(ingot_host_table_t table);
+/* The table's first byte (aligned to its page size); NULL for NULL. */
+INGOT_API void *ingot_host_table_data(ingot_host_table_t table);
+/* bytes as asked at creation (0 for NULL). */
+INGOT_API int64_t ingot_host_table_bytes(ingot_host_table_t table);
+/* bytes rounded up to the page size: what is mapped and registered. */
+INGOT_API int64_t ingot_host_table_mapped_bytes(ingot_host_table_t table);
+/* The INGOT_HOST_TABLE_* bit of the strategy used (0 for NULL). */
+INGOT_API uint32_t ingot_host_table_strategy(ingot_host_table_t table);
+/* Static name of one strategy bit: "hugetlb-1g", "hugetlb-2m", "thp",
+ * "pinned"; "auto" for 0; "invalid" otherwise. */
+INGOT_API const char *ingot_host_table_strategy_name(uint32_t strategy);
+/* The page size the strategy maps with: 1 GiB, 2 MiB, 2 MiB (THP: asked
+ * for, not promised) or the base page size (PINNED). 0 for NULL. */
+INGOT_API int64_t ingot_host_table_page_bytes(ingot_host_table_t table);
+/* *bytes <- how much of the table the kernel backs with pages larger than
+ * the base page right now (Linux: /proc/self/smaps, AnonHugePages +
+ * Private_Hugetlb + Shared_Hugetlb of the mappings that hold it; a mapping
+ * merged with a neighbour is counted in proportion). Only pages touched so
+ * far count: a CUDA registration touches every page; on a CPU context
+ * write the table first. cudaHostAlloc memory reports 0. Returns
+ * INVALID_ARGUMENT (NULL table or bytes), NOT_SUPPORTED (not Linux, smaps
+ * unreadable); text in ingot_last_error(NULL). Reads a file: setup use. */
+INGOT_API ingot_status ingot_host_table_huge_page_bytes(ingot_host_table_t table,
+                                                        int64_t *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* NVFP4 (E2M1 values, E4M3 block scales, fp32 global scale)                 */

@@ -67,6 +67,16 @@ from .nvfp4 import (
     nvfp4_swizzle_scales,
     nvfp4_unswizzle_scales,
 )
+from .host_table import (
+    HOST_TABLE_AUTO,
+    HOST_TABLE_HUGETLB_1G,
+    HOST_TABLE_HUGETLB_2M,
+    HOST_TABLE_PINNED,
+    HOST_TABLE_STRATEGIES,
+    HOST_TABLE_THP,
+    HostTable,
+    host_table_strategy_name,
+)
 from .ple import NgramTable, NgramTableInfo, ngram_table_load, ngram_table_probe
 from .sampling import (
     SAMPLING_MAX_TOP,
@@ -118,6 +128,9 @@ __all__ = [
     "ngram_gather", "ngram_row_ids",
     # Loading a checkpoint's n-gram table
     "NgramTable", "NgramTableInfo", "ngram_table_load", "ngram_table_probe",
+    # Host tables
+    "HOST_TABLE_AUTO", "HOST_TABLE_HUGETLB_1G", "HOST_TABLE_HUGETLB_2M", "HOST_TABLE_PINNED",
+    "HOST_TABLE_STRATEGIES", "HOST_TABLE_THP", "HostTable", "host_table_strategy_name",
     "reinterpret", "status_name", "status_string", "version", "version_number",
     # NVFP4
     "E2M1_VALUES", "NVFP4_BLOCK", "NVFP4_GATE_UP_COMPUTE_GLOBAL_SCALE", "NVFP4_SCALE_COLS",

@@ -185,6 +185,16 @@ _PROTOTYPES = {
     "ingot_ngram_commit_context": (_int, [_vp, _C, _T, _T, _T, _vp]),
     "ingot_ngram_gather": (_int, [_vp, _T, _T, ctypes.c_float, _T, _vp]),
     "ingot_ngram_embed": (_int, [_vp, _C, _T, _T, _T, _T, ctypes.c_float, _T, _vp]),
+    # Host tables (python/ingot/host_table.py)
+    "ingot_host_table_create": (_int, [_vp, _i64, ctypes.c_uint32, _P(_vp)]),
+    "ingot_host_table_destroy": (None, [_vp]),
+    "ingot_host_table_data": (_vp, [_vp]),
+    "ingot_host_table_bytes": (_i64, [_vp]),
+    "ingot_host_table_mapped_bytes": (_i64, [_vp]),
+    "ingot_host_table_strategy": (ctypes.c_uint32, [_vp]),
+    "ingot_host_table_strategy_name": (ctypes.c_char_p, [ctypes.c_uint32]),
+    "ingot_host_table_page_bytes": (_i64, [_vp]),
+    "ingot_host_table_huge_page_bytes": (_int, [_vp, _P(_i64)]),
     # NVFP4 (python/ingot/nvfp4.py)
     "ingot_nvfp4_scale_shape": (_int, [_i64, _i64, _P(_i64), _P(_i64)]),
     "ingot_nvfp4_quantize": (_int, [_vp, _T, _T, _T, _T, _T, _vp]),

@@ -17,6 +17,9 @@ value); a read that fails midway zeroes what it wrote.
     table, scale = ingot.ngram_table_load("ckpt/", cfg.table_rows(128), 160,
                                           framework="torch")   # pinned if CUDA
     out = ingot.ngram_embed(cfg, ids, cu, context, table, scale=scale)
+
+``out=ingot.HostTable.create(...)`` loads into host memory mapped with huge
+pages where the system has them (host_table.py).
 """
 
 import ctypes
@@ -27,6 +30,7 @@ from ._core import DType, Status, check
 from ._lib import lib
 from ._tensor import describe
 from ._tensor import int64_arg as _int64
+from .host_table import HostTable
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 _PATHS = ctypes.POINTER(ctypes.c_char_p)
@@ -88,28 +92,36 @@ def ngram_table_probe(paths, prefix=None):
     return _probe(array, n, _prefix_arg(prefix))
 
 
-def _allocate(framework, rows, row_bytes, pin_memory):
-    if framework == "torch":
-        import torch
-
-        if pin_memory is None:
-            pin_memory = torch.cuda.is_available()
-        dtype = getattr(torch, "float8_e4m3fn", torch.uint8)
-        return torch.empty((rows, row_bytes), dtype=dtype, pin_memory=bool(pin_memory))
-    if framework != "numpy":
-        raise ValueError(f"framework: {framework!r}, expected 'numpy' or 'torch'")
-    if pin_memory:
-        raise ValueError("pin_memory: numpy arrays cannot be pinned here (use framework='torch', "
-                         "or pass out= of pinned memory)")
-    import numpy
-
+def _numpy_fp8(numpy):
     try:
         import ml_dtypes
 
-        dtype = ml_dtypes.float8_e4m3fn
+        return ml_dtypes.float8_e4m3fn
     except ImportError:
-        dtype = numpy.uint8  # ingot.reinterpret(table, "f8_e4m3") for the gather
-    return numpy.empty((rows, row_bytes), dtype=dtype)
+        return numpy.uint8  # ingot.reinterpret(table, "f8_e4m3") for the gather
+
+
+def _allocate(framework, rows, row_bytes, pin_memory, host=None):
+    """A new [rows, row_bytes] table, or a view of the HostTable ``host``."""
+    if framework == "torch":
+        import torch
+
+        dtype = getattr(torch, "float8_e4m3fn", torch.uint8)
+        if host is not None:
+            return host.torch(rows, row_bytes, dtype=dtype)
+        if pin_memory is None:
+            pin_memory = torch.cuda.is_available()
+        return torch.empty((rows, row_bytes), dtype=dtype, pin_memory=bool(pin_memory))
+    if framework != "numpy":
+        raise ValueError(f"framework: {framework!r}, expected 'numpy' or 'torch'")
+    import numpy
+
+    if host is not None:
+        return host.numpy(rows, row_bytes).view(_numpy_fp8(numpy))
+    if pin_memory:
+        raise ValueError("pin_memory: numpy arrays cannot be pinned here (use framework='torch', "
+                         "or pass out= of pinned memory, or out=ingot.HostTable)")
+    return numpy.empty((rows, row_bytes), dtype=_numpy_fp8(numpy))
 
 
 def _check_out(out, rows, row_bytes):
@@ -143,10 +155,12 @@ def ngram_table_load(paths, rows=None, row_bytes=None, *, prefix=None, out=None,
     prefix: the text before "ngram_embedding." ("" for none; None: the one
         prefix the shards have).
     out: a writable, C-contiguous [R, D] numpy array or CPU torch tensor of
-        float8_e4m3fn or uint8 to load into; else one is allocated:
-        framework="numpy" (ml_dtypes.float8_e4m3fn if installed, else uint8)
-        or "torch" (torch.float8_e4m3fn, pinned when ``pin_memory`` or, by
-        default, when torch.cuda.is_available()).
+        float8_e4m3fn or uint8 to load into (a view of an ingot.HostTable
+        is one); or an ingot.HostTable of at least R * D bytes, loaded from
+        its first byte and returned as a [R, D] view of ``framework``;
+        else one is allocated: framework="numpy" (ml_dtypes.float8_e4m3fn
+        if installed, else uint8) or "torch" (torch.float8_e4m3fn, pinned
+        when ``pin_memory`` or, by default, when torch.cuda.is_available()).
     progress: optional callable(bytes_done, bytes_total), called on this
         thread after each chunk read (at most 64 MiB).
 
@@ -156,7 +170,8 @@ def ngram_table_load(paths, rows=None, row_bytes=None, *, prefix=None, out=None,
     when a read failed midway."""
     array, n = _paths_arg(paths)
     c_prefix = _prefix_arg(prefix)
-    if out is not None:
+    host = out if isinstance(out, HostTable) else None
+    if out is not None and host is None:
         d, rows, row_bytes = _check_out(out, rows, row_bytes)
     else:
         if rows is None or row_bytes is None:
@@ -166,7 +181,10 @@ def ngram_table_load(paths, rows=None, row_bytes=None, *, prefix=None, out=None,
         rows, row_bytes = _int64("rows", rows), _int64("row_bytes", row_bytes)
         if rows < 1 or row_bytes < 1:
             raise ValueError(f"rows, row_bytes: {rows}, {row_bytes}; both must be >= 1")
-        out = _allocate(framework, rows, row_bytes, pin_memory)
+        if host is not None and rows * row_bytes > host.nbytes:
+            raise ValueError(f"out: a HostTable of {host.nbytes} bytes, the table needs {rows} x "
+                             f"{row_bytes} = {rows * row_bytes}")
+        out = _allocate(framework, rows, row_bytes, pin_memory, host)
         d = describe(out, "out", writable=True)
     errors = []
 

@@ -4,7 +4,6 @@ shuffled order load byte for byte as their concatenation, into numpy arrays
 and torch tensors given or allocated; every broken set is refused with the
 error that names it and the destination untouched."""
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -208,3 +207,35 @@ def test_cli_failures(cli, tmp_path, seed):
     assert run(cli, tmp_path / "good", "--rows", 1, "--dim", 8, "--n", 3).returncode == 2
     assert run(cli, tmp_path / "good", "--rows", "x", "--dim", 8).returncode == 2
     assert run(cli, "--help").returncode == 0
+
+
+def test_cli_host_table(cli, tmp_path, seed):
+    c = Checkpoint(seed=seed, shards=4, dim=160, files=2, max_rows=1000)
+    c.write(tmp_path / "ckpt")
+    shape = ("--rows", c.rows, "--dim", c.dim)
+    r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "pinned", "--out", tmp_path / "t.bin")
+    assert r.returncode == 0, r.stderr
+    assert "host table: pinned, " in r.stdout and "loaded into the host table" in r.stdout
+    assert "huge pages: " in r.stdout  # cudaHostAlloc memory and 4 KiB pages: 0
+    assert (tmp_path / "t.bin").read_bytes() == c.table
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.is_file() and "[never]" not in thp.read_text():
+        (tmp_path / "t.bin").unlink()
+        r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "thp", "--no-pin",
+                "--out", tmp_path / "t.bin")
+        assert r.returncode == 0, r.stderr
+        assert "host table: thp, 2 MiB pages, " in r.stdout and "not registered" in r.stdout
+        assert (tmp_path / "t.bin").read_bytes() == c.table
+    r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "auto", "-q")
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    free = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+    if free.is_file() and free.read_text().strip() == "0":
+        r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "hugetlb-2m")
+        assert r.returncode == 1, r.stdout
+        assert "--host-table hugetlb-2m: " in r.stderr
+        assert "no 2 MiB huge pages reserved" in r.stderr and "loaded" not in r.stdout
+    r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "huge")
+    assert r.returncode == 2 and "'huge' is not a strategy" in r.stderr
+    assert run(cli, tmp_path / "ckpt", *shape, "--host-table").returncode == 2
+    r = run(cli, tmp_path / "ckpt", *shape, "--host-table", "thp", "--dry-run")
+    assert r.returncode == 0 and "host table" not in r.stdout  # nothing allocated

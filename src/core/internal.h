@@ -196,6 +196,19 @@ typedef struct ingot_backend_ops {
   ingot_status (*context_init)(struct ingot_context *ctx);
   void (*context_fini)(struct ingot_context *ctx);
   ingot_status (*check_device_errors)(struct ingot_context *ctx, struct CUstream_st *stream);
+  /* Host tables (core/host_table.c); NULL where host memory needs nothing
+   * (the CPU backend). host_register makes [ptr, ptr + bytes) readable by
+   * ctx's device at the address ptr (registered, mapped, portable);
+   * host_alloc allocates such memory itself. Both return SUCCESS, or a
+   * status with the reason written into why[why_size] (no op name; nothing
+   * left registered or allocated). The release calls may run after ctx was
+   * destroyed, hence the device ordinal. */
+  ingot_status (*host_register)(struct ingot_context *ctx, void *ptr, size_t bytes, char *why,
+                                size_t why_size);
+  void (*host_unregister)(int device, void *ptr);
+  ingot_status (*host_alloc)(struct ingot_context *ctx, size_t bytes, void **out, char *why,
+                             size_t why_size);
+  void (*host_free)(int device, void *ptr);
 #define INGOT_OP_ENTRY(op, params) ingot_status(*op) params;
   INGOT_BACKEND_OPS(INGOT_OP_ENTRY)
 #undef INGOT_OP_ENTRY

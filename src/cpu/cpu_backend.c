@@ -17,5 +17,9 @@ const ingot_backend_ops ingot_cpu_backend_ops = {
     /* .context_init        = */ cpu_context_init,
     /* .context_fini        = */ NULL,
     /* .check_device_errors = */ NULL,
+    /* .host_register       = */ NULL,
+    /* .host_unregister     = */ NULL,
+    /* .host_alloc          = */ NULL,
+    /* .host_free           = */ NULL,
     INGOT_BACKEND_OPS(INGOT_CPU_ENTRY)};
 #undef INGOT_CPU_ENTRY

@@ -120,11 +120,88 @@ static ingot_status cuda_check_device_errors(struct ingot_context *ctx, cudaStre
   return ingot_core_fail(ctx, INGOT_STATUS_INTERNAL, op, "unknown device error bits 0x%x", bits);
 }
 
+// ---- host tables (core/host_table.c) -------------------------------------------
+
+// The ops take the host pointer itself: the device must reach registered host
+// memory at the same address (true with UVA on 64-bit Linux hosts; checked).
+static ingot_status check_same_address(void *ptr, char *why, size_t why_size) {
+  void *dev = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&dev, ptr, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(why, why_size, "cudaHostGetDevicePointer: %s", cudaGetErrorString(e));
+    return INGOT_STATUS_CUDA_ERROR;
+  }
+  if (dev != ptr) {
+    snprintf(why, why_size,
+             "the GPU maps host memory %p at device address %p; ingot's ops need the same "
+             "address (UVA with cudaDevAttrCanUseHostPointerForRegisteredMem)",
+             ptr, dev);
+    return INGOT_STATUS_NOT_SUPPORTED;
+  }
+  return INGOT_STATUS_SUCCESS;
+}
+
+static ingot_status cuda_host_register(struct ingot_context *ctx, void *ptr, size_t bytes,
+                                       char *why, size_t why_size) {
+  ingot_device_guard guard;
+  cudaError_t e = guard.enter(ctx->device);
+  if (e == cudaSuccess)
+    e = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(why, why_size, "cudaHostRegister(%zu bytes): %s (%s)", bytes, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return INGOT_STATUS_CUDA_ERROR;
+  }
+  ingot_status st = check_same_address(ptr, why, why_size);
+  if (st != INGOT_STATUS_SUCCESS) cudaHostUnregister(ptr);
+  return st;
+}
+
+/* The registration is portable (every device): no device switch, which
+ * could fail, or make a context, after the table's context is gone. */
+static void cuda_host_unregister(int device, void *ptr) {
+  (void)device;
+  if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError(); /* a destructor: no report */
+}
+
+static ingot_status cuda_host_alloc(struct ingot_context *ctx, size_t bytes, void **out,
+                                    char *why, size_t why_size) {
+  ingot_device_guard guard;
+  void *p = nullptr;
+  cudaError_t e = guard.enter(ctx->device);
+  if (e == cudaSuccess) e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(why, why_size, "cudaHostAlloc(%zu bytes): %s (%s)", bytes, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return INGOT_STATUS_CUDA_ERROR;
+  }
+  ingot_status st = check_same_address(p, why, why_size);
+  if (st != INGOT_STATUS_SUCCESS) {
+    cudaFreeHost(p);
+    return st;
+  }
+  *out = p;
+  return INGOT_STATUS_SUCCESS;
+}
+
+static void cuda_host_free(int device, void *ptr) {
+  ingot_device_guard guard;
+  if (guard.enter(device) == cudaSuccess && cudaFreeHost(ptr) == cudaSuccess) return;
+  cudaGetLastError();
+}
+
 #define INGOT_CUDA_ENTRY(op, params) ingot_cuda_##op,
 const ingot_backend_ops ingot_cuda_backend_ops = {
     /* .name                = */ "cuda",
     /* .context_init        = */ cuda_context_init,
     /* .context_fini        = */ cuda_context_fini,
     /* .check_device_errors = */ cuda_check_device_errors,
+    /* .host_register       = */ cuda_host_register,
+    /* .host_unregister     = */ cuda_host_unregister,
+    /* .host_alloc          = */ cuda_host_alloc,
+    /* .host_free           = */ cuda_host_free,
     INGOT_BACKEND_OPS(INGOT_CUDA_ENTRY)};
 #undef INGOT_CUDA_ENTRY
