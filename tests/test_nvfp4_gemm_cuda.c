@@ -6,8 +6,9 @@
  *                  fast-path division (the test kernels of
  *                  tests/cuda/nvfp4_epilogue_kernels.cu) bit for bit against the CPU's
  *                  ingot_gelu_tanh and IEEE division, 2^22 inputs each.
- *   gemm_grid      M in {1, 12, 17, 40, 128, 300, 784, 968} x K in {64, 2048, 16384} x
- *                  N in {64, 2048, 32768}, F32 out; relative L2 < 1e-5 over
+ *   gemm_grid      M in {1, 12, 17, 40, 128, 180, 256, 300, 440, 784, 968} (every
+ *                  Hopper tile width; lock-step up to 64, warp-specialised beyond) x K in {64, 2048, 16384} x N in {64, 2048, 32768},
+ *                  F32 out; relative L2 < 1e-5 over
  *                  the whole output where M*N*K is small, else over a sample
  *                  (a few rows incl. the first and last, 64 columns incl. the
  *                  last) computed by the CPU backend on sub-matrices built
@@ -240,13 +241,14 @@ static int check_gemm_shape(mat *a, mat *b, const float *got_full, const char *w
 }
 
 static int test_gemm_grid(void) {
-  /* M picks the Hopper path's A tile (8, 16, 32, 64, 128, 256 rows): every size */
-  static const int64_t ms_full[] = {1, 12, 17, 40, 128, 300, 784, 968}, ks_full[] = {64, 2048, 16384},
-                       ns_full[] = {64, 2048, 32768};
+  /* M picks the Hopper path's A tile (8 ... 128 rows, then 160 to 256): every width */
+  static const int64_t ms_full[] = {1, 12, 17, 40, 128, 180, 256, 300, 440, 784, 968},
+                       ks_full[] = {64, 2048, 16384}, ns_full[] = {64, 2048, 32768};
   static const int64_t ms_small[] = {1, 17, 130}, ks_small[] = {64, 128}, ns_small[] = {64, 320};
   const int64_t *ms = small_only ? ms_small : ms_full, *ks = small_only ? ks_small : ks_full,
                 *ns = small_only ? ns_small : ns_full;
-  const int nm = small_only ? 3 : 8, nk = small_only ? 2 : 3, nn = 2 + !small_only;
+  const int nm = small_only ? 3 : (int)(sizeof ms_full / sizeof ms_full[0]);
+  const int nk = small_only ? 2 : 3, nn = 2 + !small_only;
   worst_rel_l2 = 0;
   int cases = 0;
   for (int ik = 0; ik < nk; ik++)
@@ -592,8 +594,10 @@ static int test_mlp(void) {
 
 /* ---- CUDA graph ------------------------------------------------------------------------------ */
 
-static int test_graph_replay(void) {
-  const int64_t m = 17, n = 2048, k = small_only ? 1024 : 16384; /* split-K */
+/* M = 17 runs the lock-step kernel, M = 100 the warp-specialised one; both
+ * split K. */
+static int graph_replay_case(int64_t m) {
+  const int64_t n = 2048, k = small_only ? 1024 : 16384; /* split-K */
   const int64_t hidden = 1024;
   float gsa, gsb;
   pick_scales(k, &gsa, &gsb);
@@ -614,7 +618,8 @@ static int test_graph_replay(void) {
   void *ws1 = NULL, *ws2 = NULL;
   if (wb1) CUDA_OK(cudaMalloc(&ws1, wb1));
   if (wb2) CUDA_OK(cudaMalloc(&ws2, wb2));
-  EXPECT(wb1 > 0, "expected a split-K workspace for M=17 N=2048 K=%lld", (long long)k);
+  EXPECT(wb1 > 0, "expected a split-K workspace for M=%lld N=2048 K=%lld", (long long)m,
+         (long long)k);
   float *dd;
   const size_t db = sizeof(float) * (size_t)(m * n), hv = (size_t)(m * hidden / 2),
                hs = (size_t)(h.sr * h.sc);
@@ -670,6 +675,8 @@ static int test_graph_replay(void) {
   mat_free(&a), mat_free(&b), mat_free(&w), mat_free(&h);
   return 0;
 }
+
+static int test_graph_replay(void) { return graph_replay_case(17) | graph_replay_case(100); }
 
 /* ---- the epilogue's gelu == the CPU's, bit for bit ------------------------------------------- */
 

@@ -96,7 +96,6 @@ constexpr int kThreads = 256;
 constexpr int kStages = 4;
 static_assert(kThreads == 256, "one thread per entry of the 256-entry scale table");
 
-enum { kEpiGemm = 0, kEpiGeglu = 1 };
 
 template <int BN>
 struct Cfg {
@@ -182,38 +181,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[32][4], uint64_t da,
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
       "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
-        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
-        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
-        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
-        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
-        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
-        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
-        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
-        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
-        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
-        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
-        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
-        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
-        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
-        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
-        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
-        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+      : INGOT_WGMMA_ACC32(d)
       : "l"(da), "l"(db), "n"(1));
 }
 
@@ -226,22 +194,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], uint64_t da,
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : INGOT_WGMMA_ACC16(d)
       : "l"(da), "l"(db), "n"(1));
 }
 
@@ -782,13 +735,8 @@ ingot_status ingot_cuda_nvfp4_gemm(struct ingot_context *ctx, const ingot_nvfp4_
   p.d_bf16 = d.dtype == INGOT_DTYPE_BF16;
   const int esize = p.d_bf16 ? 2 : 4;
   p.d_vec = (reinterpret_cast<uintptr_t>(d.data) % (2 * esize)) == 0 && (d.stride % 2) == 0;
-  if (sm90_usable(ctx) && sm90_aligned(a, b)) {
-    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
-    if (workspace_bytes < sp.ws_bytes)
-      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
-                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
-    return sm90_launch(ctx, op, p, sp, false, workspace, stream);
-  }
+  if (sm90_usable(ctx) && sm90_aligned(a, b))
+    return sm90_launch(ctx, op, p, false, workspace, workspace_bytes, stream);
   const Plan pl = make_plan(ctx, a->m.rows, b->m.rows, a->m.cols, false);
   if ((st = check_smem(ctx, op, pl.bn))) return st;
   if (workspace_bytes < pl.ws_bytes)
@@ -836,13 +784,8 @@ ingot_status ingot_cuda_nvfp4_geglu(struct ingot_context *ctx, const ingot_nvfp4
   p.h_sf_cols = h->scale_cols;
   p.h_vec = (reinterpret_cast<uintptr_t>(h->values) & 7u) == 0 && (h->values_stride & 7) == 0;
   p.gs_h = h_global_scale;
-  if (sm90_usable(ctx) && sm90_aligned(a, w)) {
-    const Sm90Plan sp = sm90_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true);
-    if (workspace_bytes < sp.ws_bytes)
-      return ingot_core_fail(ctx, INGOT_STATUS_INSUFFICIENT_WORKSPACE, op,
-                             "workspace_bytes: %zu, need %zu", workspace_bytes, sp.ws_bytes);
-    return sm90_launch(ctx, op, p, sp, true, workspace, stream);
-  }
+  if (sm90_usable(ctx) && sm90_aligned(a, w))
+    return sm90_launch(ctx, op, p, true, workspace, workspace_bytes, stream);
   const Plan pl = make_plan(ctx, a->m.rows, w->m.rows, a->m.cols, true); // BN = 128
   if ((st = check_smem(ctx, op, 128))) return st;
   p.k_tiles_per_split = pl.k_tiles_per_split;

@@ -23,6 +23,9 @@
 
 namespace ingot_nvfp4 {
 
+// What the epilogue writes: the GEMM output, or GeGLU's NVFP4 h and its scales.
+enum { kEpiGemm = 0, kEpiGeglu = 1 };
+
 struct GemmParams {
   const uint8_t *a_val, *a_sf, *b_val, *b_sf;
   int64_t a_stride, b_stride;       // bytes between value rows
@@ -44,9 +47,11 @@ struct GemmParams {
   int64_t h_sf_cols;  // padded scale columns of h
   int h_vec;          // 1: 8-byte aligned h value blocks
   const float *gs_h;
-  // sm90 weight-in-registers path: A decoded to bf16 (K permuted within each K-tile)
+  // sm90 weight-in-registers paths: A decoded to bf16, as tile images (rows of A a tile:
+  // xb_nx; nvfp4_gemm_sm90.cu) or rows of xb_stride bytes (nvfp4_gemm_sm90_lockstep.cu)
   uint8_t *xb;
-  int64_t xb_stride; // bytes
+  int xb_nx;
+  int64_t xb_stride;
 };
 
 // ---- PTX helpers ---------------------------------------------------------------------
@@ -67,6 +72,25 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
   return d;
 }
+
+// The accumulator operands of a wgmma m64nN: "+f" for each of the N / 8 fragments of
+// 4 floats of d, in order (PTX takes every accumulator register as its own operand).
+#define INGOT_WGMMA_F1(d, i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define INGOT_WGMMA_F2(d, i) INGOT_WGMMA_F1(d, i), INGOT_WGMMA_F1(d, i + 1)
+#define INGOT_WGMMA_F4(d, i) INGOT_WGMMA_F2(d, i), INGOT_WGMMA_F2(d, i + 2)
+#define INGOT_WGMMA_F8(d, i) INGOT_WGMMA_F4(d, i), INGOT_WGMMA_F4(d, i + 4)
+#define INGOT_WGMMA_F16(d, i) INGOT_WGMMA_F8(d, i), INGOT_WGMMA_F8(d, i + 8)
+#define INGOT_WGMMA_ACC1(d) INGOT_WGMMA_F1(d, 0)
+#define INGOT_WGMMA_ACC2(d) INGOT_WGMMA_F2(d, 0)
+#define INGOT_WGMMA_ACC4(d) INGOT_WGMMA_F4(d, 0)
+#define INGOT_WGMMA_ACC8(d) INGOT_WGMMA_F8(d, 0)
+#define INGOT_WGMMA_ACC16(d) INGOT_WGMMA_F16(d, 0)
+#define INGOT_WGMMA_ACC20(d) INGOT_WGMMA_F16(d, 0), INGOT_WGMMA_F4(d, 16)
+#define INGOT_WGMMA_ACC24(d) INGOT_WGMMA_F16(d, 0), INGOT_WGMMA_F8(d, 16)
+#define INGOT_WGMMA_ACC26(d) INGOT_WGMMA_ACC24(d), INGOT_WGMMA_F2(d, 24)
+#define INGOT_WGMMA_ACC28(d) INGOT_WGMMA_ACC24(d), INGOT_WGMMA_F4(d, 24)
+#define INGOT_WGMMA_ACC31(d) INGOT_WGMMA_ACC28(d), INGOT_WGMMA_F2(d, 28), INGOT_WGMMA_F1(d, 30)
+#define INGOT_WGMMA_ACC32(d) INGOT_WGMMA_F16(d, 0), INGOT_WGMMA_F16(d, 16)
 
 #if INGOT_NVFP4_WGMMA
 // Shared-memory matrix descriptor: K-major, 128-byte swizzle (8 rows x 128 B atoms,
@@ -241,11 +265,34 @@ bool sm90_usable(const struct ingot_context *ctx);
 Sm90Plan sm90_plan(const struct ingot_context *ctx, int64_t m, int64_t n, int64_t k, bool geglu);
 // The operands' layouts that the path reads with vector loads.
 bool sm90_aligned(const ingot_nvfp4_operand *a, const ingot_nvfp4_operand *b);
-// Launches the decode of A and the GEMM (geglu: with the GeGLU epilogue). p holds the
-// operands and the outputs; the workspace is at least plan.ws_bytes.
-ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, const Sm90Plan &pl,
-                         bool geglu, void *workspace, cudaStream_t stream);
+// Plans and launches the decode of A and the GEMM (geglu: with the GeGLU epilogue). p
+// holds the operands and the outputs; INSUFFICIENT_WORKSPACE below the plan's size.
+ingot_status sm90_launch(struct ingot_context *ctx, const char *op, GemmParams p, bool geglu,
+                         void *workspace, size_t workspace_bytes, cudaStream_t stream);
 void sm90_init(struct ingot_context *ctx);
+// What both Hopper loops share (defined in nvfp4_gemm_sm90.cu):
+// - the plan of CTA tiles of nx rows of A by 128 rows of B: the plain GEMM splits K
+//   while a wave of `slots` CTAs is less than ~80% full and each split keeps >= 8
+//   K-tiles, a split being a multiple of `unroll` K-tiles; the workspace holds xb_rows
+//   rows of decoded A, then the split-K partials and tile counters;
+// - the launch of a kernel as a programmatic dependent of the decode of A (it waits for
+//   that grid before it reads A) on the plan's grid;
+// - the shared-memory limit of a kernel's GEMM and GeGLU instances.
+typedef void (*Sm90Kernel)(const GemmParams);
+Sm90Plan sm90_tiling(int nx, int64_t m, int64_t n, int64_t k, bool geglu, int64_t slots,
+                     int unroll, int64_t xb_rows);
+ingot_status sm90_launch_dependent(struct ingot_context *ctx, const char *op, Sm90Kernel kernel,
+                                   const GemmParams &p, const Sm90Plan &pl, int threads,
+                                   int smem, cudaStream_t stream);
+cudaError_t sm90_set_smem(Sm90Kernel gemm, Sm90Kernel geglu, int smem);
+// The small tiles (NX <= 64) of the plan, its launch (workspace checked by the caller)
+// and their per-context set-up (nvfp4_gemm_sm90_lockstep.cu).
+Sm90Plan sm90_small_plan(const struct ingot_context *ctx, int64_t m, int64_t n, int64_t k,
+                         bool geglu);
+ingot_status sm90_small_launch(struct ingot_context *ctx, const char *op, GemmParams p,
+                               const Sm90Plan &pl, bool geglu, void *workspace,
+                               cudaStream_t stream);
+bool sm90_small_init();
 
 } // namespace ingot_nvfp4
 
