@@ -143,6 +143,29 @@ __device__ __forceinline__ void decode8(uint32_t x, uint32_t s2, uint32_t w[4]) 
   w[3] = bf16x2_mul(((x >> 6) & kMag) | (x & kSign), s2);
 }
 
+// Row m, K-tile kt of A (32 value bytes, 4 scale bytes of the swizzled layout) decoded
+// for the Hopper loops' decode kernels: w[t] are the decode8 pairs of block t, and
+// row_word(w, q) the q-th 16 bytes of the row in the main loops' K order.
+__device__ __forceinline__ void decode_a_ktile(const GemmParams &p, int m, int kt,
+                                               uint32_t (&w)[4][8]) {
+  const uint4 *src = reinterpret_cast<const uint4 *>(p.a_val + static_cast<int64_t>(m) * p.a_stride + kt * 32);
+  const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
+  const uint32_t sf4 = __ldg(reinterpret_cast<const uint32_t *>(
+      p.a_sf + static_cast<int64_t>(m >> 7) * p.a_sf_block + static_cast<int64_t>(kt) * 512 +
+      (m & 31) * 16 + ((m >> 5) & 3) * 4));
+  const uint32_t words[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+  for (int t = 0; t < 4; t++) {
+    const uint32_t s2 = scale_bf16x2(static_cast<uint8_t>(sf4 >> (8 * t)));
+    decode8(words[2 * t], s2, w[t]);
+    decode8(words[2 * t + 1], s2, w[t] + 4);
+  }
+}
+__device__ __forceinline__ uint4 row_word(const uint32_t (&w)[4][8], int q) {
+  const int j = 2 * (q >> 1) + (q & 1);
+  return make_uint4(w[0][j], w[1][j], w[2][j], w[3][j]);
+}
+
 // ---- epilogue arithmetic ---------------------------------------------------------------
 
 // alpha = 1 / (gsA * gsB); NaN when either global scale is unusable (not

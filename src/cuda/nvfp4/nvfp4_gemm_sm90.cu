@@ -134,24 +134,10 @@ __global__ void __launch_bounds__(256) nvfp4_decode_a_kernel(const GemmParams p)
       for (int q = 0; q < 8; q++) dst[q] = make_uint4(0, 0, 0, 0);
       continue;
     }
-    const uint4 *src = reinterpret_cast<const uint4 *>(p.a_val + static_cast<int64_t>(m) * p.a_stride + kt * 32);
-    const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
-    const uint32_t sf4 = __ldg(reinterpret_cast<const uint32_t *>(
-        p.a_sf + static_cast<int64_t>(m >> 7) * p.a_sf_block + static_cast<int64_t>(kt) * 512 +
-        (m & 31) * 16 + ((m >> 5) & 3) * 4));
-    const uint32_t words[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     uint32_t w[4][8];
+    decode_a_ktile(p, m, kt, w);
 #pragma unroll
-    for (int t = 0; t < 4; t++) {
-      const uint32_t s2 = scale_bf16x2(static_cast<uint8_t>(sf4 >> (8 * t)));
-      decode8(words[2 * t], s2, w[t]);
-      decode8(words[2 * t + 1], s2, w[t] + 4);
-    }
-#pragma unroll
-    for (int q = 0; q < 8; q++) {
-      const int j = 2 * (q >> 1) + (q & 1);
-      dst[q ^ (r & 7)] = make_uint4(w[0][j], w[1][j], w[2][j], w[3][j]);
-    }
+    for (int q = 0; q < 8; q++) dst[q ^ (r & 7)] = row_word(w, q);
   }
 }
 
