@@ -29,6 +29,7 @@ static const bench_family_fn families[] = {
     bench_nvfp4_register,
     bench_nvfp4_gemm_register,
     bench_sampling_register,
+    bench_sampling_shard_register,
 };
 
 /* ---- repetition counts ------------------------------------------------------------ */
@@ -204,6 +205,12 @@ uint64_t bench_rand_below(bench_rng *r, uint64_t n) {
   do v = bench_rand(r);
   while (v >= limit);
   return v % n;
+}
+
+float bench_normalish(bench_rng *r) {
+  double s = 0;
+  for (int i = 0; i < 4; i++) s += (double)bench_rand_below(r, 1u << 24) / (double)(1u << 24);
+  return (float)((s - 2.0) * 1.7320508075688772); /* sqrt(12 / 4) */
 }
 
 uint16_t bench_bf16_of(float f) {

@@ -152,6 +152,7 @@ void bench_ngram_register(bench_registry *reg); /* tools/bench_ngram.c */
 void bench_nvfp4_register(bench_registry *reg); /* tools/bench_nvfp4.c */
 void bench_nvfp4_gemm_register(bench_registry *reg); /* tools/bench_nvfp4_gemm.c */
 void bench_sampling_register(bench_registry *reg); /* tools/bench_sampling.c */
+void bench_sampling_shard_register(bench_registry *reg); /* tools/bench_sampling_shard.c */
 
 /* ---- messages --------------------------------------------------------------- */
 
@@ -214,6 +215,8 @@ uint64_t bench_rand(bench_rng *r);
 uint64_t bench_rand_below(bench_rng *r, uint64_t n);
 /* bytes of random bytes. */
 void bench_rand_fill(bench_rng *r, void *dst, size_t bytes);
+/* Mean 0, variance 1, within +-3.5: four 24-bit uniforms summed (Irwin-Hall), scaled. */
+float bench_normalish(bench_rng *r);
 /* The bf16 nearest (ties to even) to a finite float, as bits. */
 uint16_t bench_bf16_of(float f);
 

@@ -79,18 +79,12 @@ typedef struct sampling_state {
   size_t ws_bytes;
 } sampling_state;
 
-static float normalish(bench_rng *r) {
-  double s = 0;
-  for (int i = 0; i < 4; i++) s += (double)bench_rand_below(r, 1u << 24) / (double)(1u << 24);
-  return (float)((s - 2.0) * 1.7320508075688772); /* unit variance */
-}
-
 /* A language model's logits at a decode step, roughly: a bulk (2.5 x the
  * variate above, within +-8.7) and a head of one token in 256 raised by 8 to
  * 24, so the maximum sits ~20-30 above the bulk. At T = 0.8 the bulk has
  * s < -26 and needs no Gumbel noise; ~0.1-0.2% of the tokens do. */
 static float llm_logit(bench_rng *r) {
-  const float bulk = 2.5f * normalish(r);
+  const float bulk = 2.5f * bench_normalish(r);
   if (bench_rand_below(r, 256) != 0) return bulk;
   return bulk + 8.0f + 16.0f * (float)bench_rand_below(r, 1u << 24) / (float)(1u << 24);
 }
@@ -157,7 +151,7 @@ static int sampling_setup(bench_env *env, const void *params, void **state, benc
   for (int slot = s->slots - 1; slot >= 0; slot--) {
     bench_rng rng = bench_rng_seed("sampling", (uint64_t)slot * 1000 + (uint64_t)p->kind);
     for (int64_t i = 0; i < B * V; i++) {
-      const float v = p->llm_like ? llm_logit(&rng) : 3.0f * normalish(&rng);
+      const float v = p->llm_like ? llm_logit(&rng) : 3.0f * bench_normalish(&rng);
       if (p->bf16)
         ((uint16_t *)s->h_logits)[i] = bench_bf16_of(v);
       else
