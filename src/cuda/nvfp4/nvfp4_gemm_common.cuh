@@ -166,6 +166,25 @@ __device__ __forceinline__ uint4 row_word(const uint32_t (&w)[4][8], int q) {
   return make_uint4(w[0][j], w[1][j], w[2][j], w[3][j]);
 }
 
+// This thread's register operand of a K-tile of the weight for the Hopper loops: rows
+// wr0 and wr0 + 8 of the tile's 128 (packed values at wt, 32 bytes a row; the 512
+// swizzled scale bytes at wt + 4096; lut: the bf16x2 of every scale byte), block t of
+// each, as the four k16 fragments a[s] of wgmma's A operand.
+__device__ __forceinline__ void decode_w_fragment(const uint8_t *wt, const uint32_t *lut, int wr0,
+                                                  int t, uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int r = wr0 + 8 * h;
+    const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
+    const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
+    uint32_t w[8];
+    decode8(v.x, s2, w);
+    decode8(v.y, s2, w + 4);
+#pragma unroll
+    for (int s = 0; s < 4; s++) a[s][h] = w[2 * s], a[s][2 + h] = w[2 * s + 1];
+  }
+}
+
 // ---- epilogue arithmetic ---------------------------------------------------------------
 
 // alpha = 1 / (gsA * gsB); NaN when either global scale is unusable (not

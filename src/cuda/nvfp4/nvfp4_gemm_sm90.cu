@@ -296,18 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_sm90_kernel(const GemmParam
       // kGroup == 1: count is 1 (known here, so ptxas keeps the wgmma unbranched)
       if (kGroup == 1 || q < count) {
         mbar_wait(full0 + 8 * slot, parity);
-        const uint8_t *wt = smem + slot * C::kStageBytes + C::kTileA;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int r = wr0 + 8 * h;
-          const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
-          const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
-          uint32_t w[8];
-          decode8(v.x, s2, w);
-          decode8(v.y, s2, w + 4);
-#pragma unroll
-          for (int s = 0; s < 4; s++) a[q][s][h] = w[2 * s], a[q][s][2 + h] = w[2 * s + 1];
-        }
+        decode_w_fragment(smem + slot * C::kStageBytes + C::kTileA, lut, wr0, t, a[q]);
         db[q] = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
         if (++slot == C::kStages) slot = 0, parity ^= 1;
       }

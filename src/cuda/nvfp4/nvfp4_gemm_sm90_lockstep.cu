@@ -192,18 +192,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NX>::kMinBlocks) nvfp4_sm90_lock
       load_w(next, kt + C::kStages - 2);
       cp_async_commit();
       uint32_t(&a)[4][4] = frag[j & 1]; // last read by the wgmma of kt - 2
-      const uint8_t *wt = smem + slot * C::kStageBytes + C::kTileA;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int r = wr0 + 8 * h;
-        const uint2 v = *reinterpret_cast<const uint2 *>(wt + r * 32 + 8 * t);
-        const uint32_t s2 = lut[wt[4096 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + t]];
-        uint32_t w[8];
-        decode8(v.x, s2, w);
-        decode8(v.y, s2, w + 4);
-#pragma unroll
-        for (int s = 0; s < 4; s++) a[s][h] = w[2 * s], a[s][2 + h] = w[2 * s + 1];
-      }
+      decode_w_fragment(smem + slot * C::kStageBytes + C::kTileA, lut, wr0, t, a);
       const uint64_t db = wgmma_desc(smem_u32(smem + slot * C::kStageBytes));
       wgmma_fence();
 #pragma unroll
